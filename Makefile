@@ -1,0 +1,49 @@
+# Every target is self-sufficient on a fresh clone: it installs what it needs first.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: install sysdeps test test-fast lint demo bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[all,dev]'
+	touch $(STAMP)
+
+install: $(STAMP) sysdeps
+
+# System tools the tests and the demo use: OpenSSH server/client and rsync (a baseline
+# in the benchmarks). Installed with apt-get when missing (CI runs as root).
+sysdeps:
+	@missing=""; \
+	for t in sshd:openssh-server ssh:openssh-client ssh-keygen:openssh-client rsync:rsync; do \
+	  bin=$${t%%:*}; pkg=$${t##*:}; \
+	  command -v $$bin >/dev/null 2>&1 || [ -x /usr/sbin/$$bin ] || missing="$$missing $$pkg"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check cloudgpu providers tests bench
+	$(VENV)/bin/ruff format --check cloudgpu providers tests bench
+	$(VENV)/bin/mypy
+
+test: install lint
+	$(VENV)/bin/pytest -q
+
+test-fast: install
+	$(VENV)/bin/pytest -q -m 'not slow'
+
+demo: install
+	CLOUDGPU_HOME=$(CURDIR)/.cloudgpu-demo $(VENV)/bin/cloudgpu offers --gpu H100 --limit 10
+
+bench: install
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) .cloudgpu-demo .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+from cloudgpu.cli import main
+
+main()

@@ -1,0 +1,153 @@
+"""The project's exception tree. Every error a user can cause or meet is one of these.
+
+    CloudGPUError                 base; .hint is an optional one-line suggestion
+     +-- ConfigError              bad config file / job.yaml / command-line input
+     |    +-- SpecError           job.yaml: carries file, line and key
+     +-- CatalogError             snapshot/cache unreadable, unknown GPU, empty result
+     +-- ProviderError            raised by a provider at its boundary (.provider)
+     |    +-- AuthError           missing/expired/invalid credentials
+     |    +-- CapacityError       no capacity for that offer now (fail over)
+     |    +-- QuotaError          quota/limit reached (fail over)
+     |    +-- NotFoundError       instance/region/type does not exist
+     |    +-- TransientError      throttling, 5xx, timeouts: retry with backoff
+     +-- RemoteError              SSH / transfer / host-key failures
+     |    +-- HostKeyError        host key changed or unverifiable: refuse
+     +-- JobError                 the job's own setup/run failed (.exit_code)
+     +-- LimitExceeded            max_runtime / max_cost reached
+     +-- StateError               state store problems
+
+Providers map their SDK exceptions into these with ``raise X(...) from exc`` so the rest
+of the code never sees an SDK type. The CLI turns any CloudGPUError into one line plus the
+hint and a non-zero exit status (cloudgpu/cli/__init__.py). Messages must never contain a
+secret: use :func:`redact` on anything that might.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Exit statuses of `cloudgpu`, documented in the README. A job's own failure exits with
+# the job's exit code instead.
+EXIT_USAGE = 2
+EXIT_ERROR = 3
+EXIT_PROVIDER = 4
+EXIT_REMOTE = 5
+EXIT_LIMIT = 6
+EXIT_INTERRUPTED = 130
+
+
+class CloudGPUError(Exception):
+    """Base of every cloudgpu error. ``hint`` is shown after the message."""
+
+    exit_code = EXIT_ERROR
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(redact(message))
+        self.hint = redact(hint) if hint else None
+
+
+class ConfigError(CloudGPUError):
+    exit_code = EXIT_USAGE
+
+
+class SpecError(ConfigError):
+    """A job file problem, located at ``file:line`` and ``key``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        key: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        where = file or "<job>"
+        if line is not None:
+            where += f":{line}"
+        if key:
+            where += f": {key}"
+        super().__init__(f"{where}: {message}", hint=hint)
+        self.file, self.line, self.key = file, line, key
+
+
+class CatalogError(CloudGPUError):
+    exit_code = EXIT_USAGE
+
+
+class ProviderError(CloudGPUError):
+    exit_code = EXIT_PROVIDER
+
+    def __init__(self, message: str, *, provider: str = "", hint: str | None = None) -> None:
+        super().__init__(f"{provider}: {message}" if provider else message, hint=hint)
+        self.provider = provider
+
+
+class AuthError(ProviderError):
+    pass
+
+
+class CapacityError(ProviderError):
+    pass
+
+
+class QuotaError(ProviderError):
+    pass
+
+
+class NotFoundError(ProviderError):
+    pass
+
+
+class TransientError(ProviderError):
+    pass
+
+
+class RemoteError(CloudGPUError):
+    exit_code = EXIT_REMOTE
+
+
+class HostKeyError(RemoteError):
+    pass
+
+
+class JobError(CloudGPUError):
+    """The job's own command failed; the CLI exits with the job's exit code."""
+
+    def __init__(self, message: str, *, exit_code: int, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.exit_code = exit_code
+
+
+class LimitExceeded(CloudGPUError):
+    exit_code = EXIT_LIMIT
+
+
+class StateError(CloudGPUError):
+    pass
+
+
+_SECRET_PATTERNS = [
+    # key=value / key: value forms for the usual secret names
+    re.compile(
+        r"(?i)\b((?:aws_)?secret(?:_access)?_key|api[_-]?key|token|password|passwd|"
+        r"client_secret|authorization|jitconfig|encoded_jit_config)(\s*[=:]\s*|\"\s*:\s*\")"
+        r"([^\s\"',;]+)"
+    ),
+    re.compile(r"(?i)\bBearer\s+[A-Za-z0-9._~+/=-]+"),
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}\b"),
+    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}\b"),
+    re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),
+    re.compile(r"\brpa_[A-Za-z0-9]{20,}\b"),
+]
+
+
+def redact(text: str) -> str:
+    """Replace anything that looks like a secret with ``***``."""
+    for pat in _SECRET_PATTERNS:
+        if pat.groups >= 3:
+            text = pat.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
+        else:
+            text = pat.sub("***", text)
+    return text

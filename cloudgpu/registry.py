@@ -1,0 +1,75 @@
+"""Finds provider plugins through the ``cloudgpu.providers`` entry-point group.
+
+Only the provider in use is imported: listing names reads package metadata, not code.
+Tests add a plugin by passing ``extra`` (name -> class) instead of patching this module.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from functools import cache
+from importlib.metadata import EntryPoint, entry_points
+
+from cloudgpu.config import Config
+from cloudgpu.errors import ConfigError
+from cloudgpu.paths import Paths
+from cloudgpu.provider import Provider, ProviderContext
+
+GROUP = "cloudgpu.providers"
+
+
+@cache
+def _entry_points() -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=GROUP)}
+
+
+class Registry:
+    """Provider classes by name, instantiated on demand with their own context."""
+
+    def __init__(
+        self,
+        config: Config,
+        paths: Paths,
+        env: Mapping[str, str],
+        extra: Mapping[str, type[Provider]] | None = None,
+    ) -> None:
+        self.config = config
+        self.paths = paths
+        self.env = env
+        self._extra = dict(extra or {})
+        self._instances: dict[str, Provider] = {}
+
+    def names(self) -> list[str]:
+        return sorted(set(_entry_points()) | set(self._extra))
+
+    def provider_class(self, name: str) -> type[Provider]:
+        if name in self._extra:
+            return self._extra[name]
+        ep = _entry_points().get(name)
+        if ep is None:
+            close = difflib.get_close_matches(name, self.names(), n=3)
+            hint = f"did you mean {', '.join(close)}?" if close else None
+            raise ConfigError(
+                f"unknown provider '{name}' (installed: {', '.join(self.names())})", hint=hint
+            )
+        cls = ep.load()
+        if not (isinstance(cls, type) and issubclass(cls, Provider)):
+            raise ConfigError(f"entry point {GROUP}:{name} is not a cloudgpu Provider class")
+        return cls
+
+    def get(self, name: str) -> Provider:
+        if name not in self._instances:
+            cls = self.provider_class(name)
+            ctx = ProviderContext(config=self.config.provider(name), paths=self.paths, env=self.env)
+            self._instances[name] = cls(ctx)
+        return self._instances[name]
+
+    def enabled(self, names: Iterable[str] | None = None) -> list[Provider]:
+        """Providers that are enabled now, optionally restricted to ``names``."""
+        out = []
+        for name in names if names is not None else self.names():
+            p = self.get(name)
+            if p.availability().enabled:
+                out.append(p)
+        return out

@@ -1,0 +1,389 @@
+"""SQLite (WAL) store of jobs, instances, events and spend, with schema versioning.
+
+One file in the data dir. Every write is one transaction, so a crash mid-write leaves
+the store as it was before that write. Instances are recorded *before* the provider's
+create call (state ``requested``) so a crash during create leaves something findable.
+Nothing secret is ever stored here: SSH targets hold key *paths*, never keys.
+
+The store is passed in to whoever needs it; there is no module-level connection.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cloudgpu.errors import StateError
+
+SCHEMA_VERSION = 1
+
+_SCHEMA_V1 = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    state TEXT NOT NULL,
+    spec_json TEXT NOT NULL DEFAULT '{}',
+    spec_path TEXT NOT NULL DEFAULT '',
+    provider TEXT NOT NULL DEFAULT '',
+    instance_type TEXT NOT NULL DEFAULT '',
+    exit_code INTEGER,
+    error TEXT NOT NULL DEFAULT '',
+    pid INTEGER,
+    log_path TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS instances (
+    id TEXT PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    provider_id TEXT NOT NULL DEFAULT '',
+    instance_type TEXT NOT NULL DEFAULT '',
+    region TEXT NOT NULL DEFAULT '',
+    zone TEXT NOT NULL DEFAULT '',
+    market TEXT NOT NULL DEFAULT 'on_demand',
+    gpu TEXT NOT NULL DEFAULT '',
+    gpu_count INTEGER NOT NULL DEFAULT 0,
+    state TEXT NOT NULL,
+    price_per_hour REAL NOT NULL DEFAULT 0,
+    idempotency_token TEXT NOT NULL DEFAULT '',
+    tags_json TEXT NOT NULL DEFAULT '{}',
+    ssh_json TEXT NOT NULL DEFAULT '{}',
+    created_at REAL NOT NULL,
+    launched_at REAL,
+    terminated_at REAL
+);
+CREATE INDEX IF NOT EXISTS instances_job ON instances(job_id);
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id TEXT NOT NULL,
+    instance_id TEXT NOT NULL DEFAULT '',
+    ts REAL NOT NULL,
+    kind TEXT NOT NULL,
+    message TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
+CREATE TABLE IF NOT EXISTS spend (
+    instance_id TEXT PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    instance_type TEXT NOT NULL,
+    region TEXT NOT NULL DEFAULT '',
+    market TEXT NOT NULL DEFAULT 'on_demand',
+    gpu TEXT NOT NULL DEFAULT '',
+    gpu_count INTEGER NOT NULL DEFAULT 0,
+    price_per_hour REAL NOT NULL,
+    started_at REAL NOT NULL,
+    ended_at REAL NOT NULL,
+    billed_seconds REAL NOT NULL,
+    cost REAL NOT NULL
+);
+"""
+
+# Migrations from version N to N+1, applied in order inside one transaction each.
+_MIGRATIONS: dict[int, str] = {}
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    id: str
+    name: str
+    state: str
+    spec: dict[str, Any] = field(default_factory=dict)
+    spec_path: str = ""
+    provider: str = ""
+    instance_type: str = ""
+    exit_code: int | None = None
+    error: str = ""
+    pid: int | None = None
+    log_path: str = ""
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class InstanceRecord:
+    id: str
+    job_id: str
+    provider: str
+    state: str
+    provider_id: str = ""
+    instance_type: str = ""
+    region: str = ""
+    zone: str = ""
+    market: str = "on_demand"
+    gpu: str = ""
+    gpu_count: int = 0
+    price_per_hour: float = 0.0
+    idempotency_token: str = ""
+    tags: dict[str, str] = field(default_factory=dict)
+    ssh: dict[str, Any] = field(default_factory=dict)
+    created_at: float = 0.0
+    launched_at: float | None = None
+    terminated_at: float | None = None
+
+
+@dataclass(frozen=True)
+class SpendRecord:
+    instance_id: str
+    job_id: str
+    provider: str
+    instance_type: str
+    region: str
+    market: str
+    gpu: str
+    gpu_count: int
+    price_per_hour: float
+    started_at: float
+    ended_at: float
+    billed_seconds: float
+    cost: float
+
+
+_JSON_COLS = {"spec_json": "spec", "tags_json": "tags", "ssh_json": "ssh"}
+
+
+def _row_to(cls: type, row: sqlite3.Row) -> Any:
+    data = {}
+    for k in row.keys():  # noqa: SIM118 - sqlite3.Row is not a Mapping
+        if k in _JSON_COLS:
+            data[_JSON_COLS[k]] = json.loads(row[k])
+        else:
+            data[k] = row[k]
+    return cls(**data)
+
+
+class Store:
+    """A connection to one state file. Use :meth:`open`."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, clock: Any = time.time) -> None:
+        self._conn = conn
+        self.path = path
+        self.clock = clock
+
+    @classmethod
+    def open(cls, path: Path, clock: Any = time.time) -> Store:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(str(path), timeout=30, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=30000")
+            store = cls(conn, path, clock)
+            store._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StateError(
+                f"{path}: state store unreadable: {exc}",
+                hint="move the file away to start a fresh store (running jobs will be lost)",
+            ) from exc
+        return store
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction: all of it lands, or none."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        else:
+            self._conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        version = self.schema_version()
+        if version == 0:
+            with self.tx() as c:
+                for stmt in _SCHEMA_V1.split(";"):
+                    if stmt.strip():
+                        c.execute(stmt)
+                c.execute(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)",
+                    (str(SCHEMA_VERSION),),
+                )
+            version = SCHEMA_VERSION
+        if version > SCHEMA_VERSION:
+            raise StateError(
+                f"{self.path}: state schema v{version} is newer than this cloudgpu "
+                f"(v{SCHEMA_VERSION})",
+                hint="upgrade cloudgpu",
+            )
+        while version < SCHEMA_VERSION:
+            with self.tx() as c:
+                for stmt in _MIGRATIONS[version].split(";"):
+                    if stmt.strip():
+                        c.execute(stmt)
+                version += 1
+                c.execute(
+                    "UPDATE meta SET value=? WHERE key='schema_version'", (str(version),)
+                )
+
+    def schema_version(self) -> int:
+        try:
+            row = self._conn.execute(
+                "SELECT value FROM meta WHERE key='schema_version'"
+            ).fetchone()
+        except sqlite3.OperationalError:
+            return 0
+        return int(row[0]) if row else 0
+
+    # -- jobs ------------------------------------------------------------------------
+
+    def add_job(self, job_id: str, name: str, spec: Mapping[str, Any], spec_path: str = "",
+                log_path: str = "", state: str = "pending") -> JobRecord:
+        now = self.clock()
+        with self.tx() as c:
+            c.execute(
+                "INSERT INTO jobs(id, name, state, spec_json, spec_path, log_path, created_at,"
+                " updated_at) VALUES(?,?,?,?,?,?,?,?)",
+                (job_id, name, state, json.dumps(spec), spec_path, log_path, now, now),
+            )
+        return self.job(job_id)
+
+    def update_job(self, job_id: str, **fields: Any) -> None:
+        allowed = {"name", "state", "provider", "instance_type", "exit_code", "error", "pid",
+                   "log_path"}
+        bad = set(fields) - allowed
+        if bad:
+            raise StateError(f"cannot update job fields {sorted(bad)}")
+        fields["updated_at"] = self.clock()
+        cols = ", ".join(f"{k}=?" for k in fields)
+        with self.tx() as c:
+            c.execute(f"UPDATE jobs SET {cols} WHERE id=?", (*fields.values(), job_id))
+
+    def job(self, job_id: str) -> JobRecord:
+        row = self._conn.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
+        if row is None:
+            raise StateError(f"no job '{job_id}'", hint="`cloudgpu status` lists jobs")
+        return _row_to(JobRecord, row)
+
+    def find_job(self, ref: str) -> JobRecord:
+        """A job by id, unique id prefix, or name (the newest with that name)."""
+        rows = self._conn.execute(
+            "SELECT * FROM jobs WHERE id=? OR id LIKE ? OR name=? ORDER BY created_at DESC",
+            (ref, ref.replace("%", "") + "%", ref),
+        ).fetchall()
+        exact = [r for r in rows if r["id"] == ref]
+        if exact:
+            return _row_to(JobRecord, exact[0])
+        by_prefix = [r for r in rows if r["id"].startswith(ref)]
+        if len(by_prefix) == 1:
+            return _row_to(JobRecord, by_prefix[0])
+        by_name = [r for r in rows if r["name"] == ref]
+        if by_name:
+            return _row_to(JobRecord, by_name[0])
+        if len(by_prefix) > 1:
+            raise StateError(f"job id prefix '{ref}' is ambiguous", hint="give more characters")
+        raise StateError(f"no job '{ref}'", hint="`cloudgpu status` lists jobs")
+
+    def jobs(self, states: tuple[str, ...] | None = None) -> list[JobRecord]:
+        if states:
+            marks = ",".join("?" * len(states))
+            rows = self._conn.execute(
+                f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY created_at", states
+            ).fetchall()
+        else:
+            rows = self._conn.execute("SELECT * FROM jobs ORDER BY created_at").fetchall()
+        return [_row_to(JobRecord, r) for r in rows]
+
+    # -- instances -------------------------------------------------------------------
+
+    def add_instance(self, rec: InstanceRecord) -> None:
+        with self.tx() as c:
+            c.execute(
+                "INSERT INTO instances(id, job_id, provider, provider_id, instance_type, region,"
+                " zone, market, gpu, gpu_count, state, price_per_hour, idempotency_token,"
+                " tags_json, ssh_json, created_at, launched_at, terminated_at)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (rec.id, rec.job_id, rec.provider, rec.provider_id, rec.instance_type,
+                 rec.region, rec.zone, rec.market, rec.gpu, rec.gpu_count, rec.state,
+                 rec.price_per_hour, rec.idempotency_token, json.dumps(dict(rec.tags)),
+                 json.dumps(rec.ssh), rec.created_at or self.clock(), rec.launched_at,
+                 rec.terminated_at),
+            )
+
+    def update_instance(self, instance_id: str, **fields: Any) -> None:
+        allowed = {"provider_id", "state", "launched_at", "terminated_at", "ssh", "zone",
+                   "price_per_hour"}
+        bad = set(fields) - allowed
+        if bad:
+            raise StateError(f"cannot update instance fields {sorted(bad)}")
+        if "ssh" in fields:
+            fields["ssh_json"] = json.dumps(fields.pop("ssh"))
+        cols = ", ".join(f"{k}=?" for k in fields)
+        with self.tx() as c:
+            c.execute(f"UPDATE instances SET {cols} WHERE id=?", (*fields.values(), instance_id))
+
+    def instance(self, instance_id: str) -> InstanceRecord:
+        row = self._conn.execute("SELECT * FROM instances WHERE id=?", (instance_id,)).fetchone()
+        if row is None:
+            raise StateError(f"no instance '{instance_id}'")
+        return _row_to(InstanceRecord, row)
+
+    def instances(self, job_id: str | None = None, live_only: bool = False) -> list[InstanceRecord]:
+        sql = "SELECT * FROM instances"
+        args: list[Any] = []
+        conds = []
+        if job_id is not None:
+            conds.append("job_id=?")
+            args.append(job_id)
+        if live_only:
+            conds.append("state NOT IN ('terminated', 'preempted')")
+        if conds:
+            sql += " WHERE " + " AND ".join(conds)
+        rows = self._conn.execute(sql + " ORDER BY created_at", args).fetchall()
+        return [_row_to(InstanceRecord, r) for r in rows]
+
+    # -- events ----------------------------------------------------------------------
+
+    def add_event(self, job_id: str, kind: str, message: str = "", instance_id: str = "") -> None:
+        with self.tx() as c:
+            c.execute(
+                "INSERT INTO events(job_id, instance_id, ts, kind, message) VALUES(?,?,?,?,?)",
+                (job_id, instance_id, self.clock(), kind, message),
+            )
+
+    def events(self, job_id: str) -> list[dict[str, Any]]:
+        rows = self._conn.execute(
+            "SELECT * FROM events WHERE job_id=? ORDER BY seq", (job_id,)
+        ).fetchall()
+        return [dict(r) for r in rows]
+
+    # -- spend -----------------------------------------------------------------------
+
+    def record_spend(self, rec: SpendRecord) -> None:
+        """Record (or correct) what one instance cost; keyed by instance id."""
+        with self.tx() as c:
+            c.execute(
+                "INSERT OR REPLACE INTO spend(instance_id, job_id, provider, instance_type,"
+                " region, market, gpu, gpu_count, price_per_hour, started_at, ended_at,"
+                " billed_seconds, cost) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (rec.instance_id, rec.job_id, rec.provider, rec.instance_type, rec.region,
+                 rec.market, rec.gpu, rec.gpu_count, rec.price_per_hour, rec.started_at,
+                 rec.ended_at, rec.billed_seconds, rec.cost),
+            )
+
+    def spend(self, since: float | None = None, job_id: str | None = None) -> list[SpendRecord]:
+        sql = "SELECT * FROM spend"
+        conds, args = [], []
+        if since is not None:
+            conds.append("ended_at >= ?")
+            args.append(since)
+        if job_id is not None:
+            conds.append("job_id = ?")
+            args.append(job_id)
+        if conds:
+            sql += " WHERE " + " AND ".join(conds)
+        rows = self._conn.execute(sql + " ORDER BY started_at", args).fetchall()
+        return [_row_to(SpendRecord, r) for r in rows]

@@ -1,0 +1,1 @@
+"""Job templates, instance-side scripts and GitHub workflow templates (data files)."""
