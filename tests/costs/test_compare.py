@@ -1,0 +1,110 @@
+"""Rent options from offers, and the full comparison with its verdict."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from cloudgpu.costs.compare import analyse
+from cloudgpu.costs.defaults import TcoInputs
+from cloudgpu.costs.rent import effective_price, rent_options
+from cloudgpu.costs.tco import hardware_for
+from cloudgpu.errors import CatalogError
+from tests.costs.helpers import REFERENCE_OFFERS, offer
+
+
+def result(**values: float):  # type: ignore[no-untyped-def]
+    inputs = TcoInputs().with_values(**values)
+    hw = hardware_for("H100-SXM", 8, 30000.0, 700.0, inputs)
+    return analyse(hw, inputs, rent_options(REFERENCE_OFFERS, "H100-SXM", 8, inputs))
+
+
+def test_cheapest_per_provider_and_market() -> None:
+    opts = rent_options(REFERENCE_OFFERS, "H100-SXM", 8, TcoInputs())
+    got = [(o.provider, o.market, round(o.price_per_gpu_hour, 2)) for o in opts]
+    assert got == [
+        ("runpod", "spot", 2.69),
+        ("aws", "spot", 3.10),
+        ("runpod", "on_demand", 3.99),
+        ("aws", "on_demand", 6.88),
+        ("gcp", "on_demand", 10.98),
+        ("azure", "on_demand", 12.29),
+    ]
+
+
+def test_committed_discount_adds_options() -> None:
+    opts = rent_options(REFERENCE_OFFERS, "H100-SXM", 8, TcoInputs(commit_discount=0.3))
+    committed = {o.provider: o.price_per_gpu_hour for o in opts if o.market == "committed"}
+    assert committed["aws"] == pytest.approx(6.88 * 0.7)
+    assert set(committed) == {"aws", "azure", "gcp", "runpod"}
+
+
+def test_overheads_raise_effective_price() -> None:
+    inputs = TcoInputs(idle_fraction=0.1, failed_fraction=0.05, storage_month=500)
+    assert effective_price(2.0, inputs) == pytest.approx(2.0 / (0.9 * 0.95))
+    opts = rent_options(REFERENCE_OFFERS, "H100-SXM", 8, inputs)
+    assert all(o.fixed_per_year == 6000 for o in opts)
+    with pytest.raises(CatalogError, match="useful"):
+        effective_price(2.0, TcoInputs(idle_fraction=1.0))
+
+
+def test_no_offers_names_nearest() -> None:
+    with pytest.raises(CatalogError, match="no rent offers for 4x H100-SXM") as info:
+        rent_options(REFERENCE_OFFERS, "H100-SXM", 4, TcoInputs())
+    assert info.value.hint is not None and "1x H100-SXM from $2.79" in info.value.hint
+    with pytest.raises(CatalogError) as info2:
+        rent_options([], "H100-SXM", 8, TcoInputs())
+    assert "catalog refresh" in (info2.value.hint or "")
+
+
+def test_verdict_and_json() -> None:
+    r = result(utilization=0.6)
+    assert r.verdict().startswith("Renting on runpod (spot, $2.69/GPU-h) is cheaper below 79%")
+    assert r.verdict().endswith("so rent.")
+    data = r.to_dict()
+    assert data["owned_per_gpu_hour"] == pytest.approx(r.cost.per_gpu_hour(0.6), abs=1e-4)
+    aws = next(
+        o for o in data["rent_options"] if o["provider"] == "aws" and o["market"] == "on_demand"
+    )
+    assert aws["price_per_gpu_hour"] == 6.88
+    assert aws["breakeven_utilization"] == pytest.approx(0.303, abs=0.001)
+    assert aws["payback_months"] == pytest.approx(17.8, abs=0.1)
+    azure = next(o for o in data["rent_options"] if o["provider"] == "azure")
+    assert azure["breakeven_utilization"] < aws["breakeven_utilization"]
+    text = json.dumps(data, allow_nan=False)  # raises on NaN/inf
+    assert "NaN" not in text
+
+
+def test_high_utilization_says_buy() -> None:
+    assert result(utilization=0.9).verdict().endswith("so buy.")
+
+
+def test_zero_utilization_is_clean() -> None:
+    r = result(utilization=0.0)
+    data = r.to_dict()
+    assert data["owned_per_gpu_hour"] is None
+    assert all(o["payback_months"] is None for o in data["rent_options"])
+    json.dumps(data, allow_nan=False)
+    assert "nothing is used" in r.verdict()
+    # The sensitivity grid never holds a NaN either.
+    for s in data["sensitivity"]:
+        for row in s["owned_per_gpu_hour"]:
+            assert all(v is None or math.isfinite(v) for v in row)
+
+
+def test_cheap_rent_never_breaks_even() -> None:
+    inputs = TcoInputs()
+    hw = hardware_for("H100-SXM", 8, 30000.0, 700.0, inputs)
+    r = analyse(hw, inputs, rent_options([offer("cheap", 1.0)], "H100-SXM", 8, inputs))
+    assert r.options[0].breakeven_utilization is None
+    assert "at any utilization up to 100%" in r.verdict()
+
+
+def test_cumulative_lines_span_horizon() -> None:
+    r = result(utilization=0.6, years=3)
+    lines = r.cumulative()
+    assert set(lines) >= {"own", "aws on-demand", "runpod spot"}
+    assert all(len(v) == 37 for v in lines.values())
+    assert lines["own"][0] == pytest.approx(r.cost.capex)
