@@ -1,0 +1,267 @@
+"""The GPU spec registry: what each accelerator is, and every name it goes by.
+
+Specs come from the bundled ``data/gpus.csv`` (one row per model, each with its source
+and date). This module answers three questions: the spec of a name, the canonical name
+of a provider's spelling (:meth:`GpuRegistry.canonical`), and which canonical names a
+user's query means (:meth:`GpuRegistry.matches`). It must not know about prices, offers
+or providers' APIs; provider-specific spellings are data (aliases) plus the few
+context rules below that need memory or the provider to decide.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from cloudgpu.errors import CatalogError
+
+DATA_FILE = Path(__file__).resolve().parent / "data" / "gpus.csv"
+
+KIND_GPU = "gpu"  # other kinds: "accelerator" (ASIC), "fpga", "tpu"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSpec:
+    name: str  # canonical, e.g. "H100-SXM"
+    family: str  # "H100", "A100", ...
+    vendor: str
+    architecture: str
+    memory_gb: float
+    memory_bw_tbs: float  # 0.0 = not published
+    bf16_tflops: float  # dense, no sparsity; FP16 tensor where there is no BF16; 0 = unknown
+    fp8_tflops: float | None
+    fp32_tflops: float  # 0.0 = not published
+    link: str  # scale-up link, e.g. "NVLink4", "PCIe4"
+    link_gbps: float  # GB/s per direction per GPU; 0 = not published
+    tdp_w: float  # 0.0 = not published
+    purchase_usd: float | None
+    aliases: tuple[str, ...]
+    source: str
+    date: str
+    kind: str = KIND_GPU
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.kind == KIND_GPU
+
+
+def compact(name: str) -> str:
+    """Spelling-insensitive key: upper case, letters and digits only ("h100 sxm" ->
+    "H100SXM"). Both the registry and user input go through it."""
+    return re.sub(r"[^A-Z0-9]", "", name.upper())
+
+
+def _segment_prefixes(name: str) -> list[str]:
+    """ "A100-80GB-SXM" -> ["A100", "A100-80GB"]: the dash-bounded groups a name is in."""
+    parts = name.split("-")
+    return ["-".join(parts[:i]) for i in range(1, len(parts))]
+
+
+# Provider spellings that need context (memory, provider) to pick a variant. The table's
+# AcceleratorName "A100" is 40 GB on AWS p4d / GCP a2-highgpu but 80 GB elsewhere; RunPod
+# sells "H100" (PCIe) next to "H100-SXM"; Vast lists an H100 NVL as "H100" with 94 GB.
+def _a100(mem: float | None, provider: str | None) -> str:
+    return "A100-80GB-SXM" if mem and mem >= 60 else "A100-40GB-SXM"
+
+
+def _a100_80(mem: float | None, provider: str | None) -> str:
+    # RunPod's plain "A100-80GB" is its PCIe card; it names the SXM one A100-80GB-SXM.
+    return "A100-80GB-PCIe" if provider == "runpod" else "A100-80GB-SXM"
+
+
+def _h100(mem: float | None, provider: str | None) -> str:
+    if mem and mem >= 90:
+        return "H100-NVL"
+    return "H100-PCIe" if provider == "runpod" else "H100-SXM"
+
+
+def _v100(mem: float | None, provider: str | None) -> str:
+    return "V100-32GB" if mem and mem >= 24 else "V100-16GB"
+
+
+def _fixed(name: str) -> Callable[[float | None, str | None], str]:
+    return lambda mem, provider: name
+
+
+_CONTEXT_RULES: dict[str, Callable[[float | None, str | None], str]] = {
+    "A100": _a100,
+    "A10080GB": _a100_80,
+    "A10040GB": lambda mem, provider: "A100-40GB-SXM",
+    "H100": _h100,
+    "H100PCIE": _fixed("H100-PCIe"),
+    "V100": _v100,
+    "H200": _fixed("H200-SXM"),
+    "NVIDIA": _fixed(""),  # AWS GpuInfo for some instance types: not a model name
+}
+
+# Azure prices whole VM sizes; the GPU is in the size name. Documented sizes:
+# https://learn.microsoft.com/azure/virtual-machines/sizes/overview (GPU accelerated).
+_AZURE_SIZES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"^STANDARD_ND\d+IS?R_H100_V5$"), "H100-SXM"),
+    (re.compile(r"^STANDARD_NCC?\d+ADS?I?S?_H100_V5$"), "H100-NVL"),
+    (re.compile(r"^STANDARD_ND\d+IS?R_H200_V5$"), "H200-SXM"),
+    (re.compile(r"^STANDARD_ND\d+IS?R_MI300X_V5$"), "MI300X"),
+    (re.compile(r"^STANDARD_ND\d+AMSR_A100_V4$"), "A100-80GB-SXM"),
+    (re.compile(r"^STANDARD_ND\d+ASR_V4$"), "A100-40GB-SXM"),
+    (re.compile(r"^STANDARD_NC\d+ADS_A100_V4$"), "A100-80GB-PCIe"),
+    (re.compile(r"^STANDARD_NC\d+ADS_A10_V4$"), "A10"),
+    (re.compile(r"^STANDARD_NV\d+ADM?S_A10_V5$"), "A10"),
+    (re.compile(r"^STANDARD_NC\d+AS_T4_V3$"), "T4"),
+    (re.compile(r"^STANDARD_NC\d+ADS_L4_V\d$"), "L4"),
+    (re.compile(r"^STANDARD_ND\d+R?S_V[23]$"), "V100-32GB"),
+    (re.compile(r"^STANDARD_NC\d+R?S_V3$"), "V100-16GB"),
+    (re.compile(r"^STANDARD_NC\d+R?(_PROMO)?$"), "K80"),
+    (re.compile(r"^STANDARD_NV\d+AS_V4$"), "MI25"),
+    (re.compile(r"^STANDARD_NV\d+S?_V3$"), "M60"),
+    (re.compile(r"^STANDARD_NV\d+(_PROMO)?$"), "M60"),
+]
+
+
+def azure_size_gpu(size: str) -> str | None:
+    """Canonical GPU of an Azure VM size name, None when the size is not a known GPU size."""
+    key = size.strip().upper()
+    for pattern, name in _AZURE_SIZES:
+        if pattern.match(key):
+            return name
+    return None
+
+
+class GpuRegistry:
+    """Immutable set of specs with lookup by name, alias and family."""
+
+    def __init__(self, specs: list[GpuSpec]) -> None:
+        self._specs = {s.name: s for s in specs}
+        self._names = {compact(s.name): s.name for s in specs}
+        self._aliases: dict[str, str] = {}
+        self._groups: dict[str, set[str]] = {}
+        for s in specs:
+            for alias in s.aliases:
+                self._aliases.setdefault(compact(alias), s.name)
+            for group in {s.family, *_segment_prefixes(s.name)}:
+                self._groups.setdefault(compact(group), set()).add(s.name)
+
+    def all(self) -> list[GpuSpec]:
+        return list(self._specs.values())
+
+    def families(self) -> list[str]:
+        return sorted({s.family for s in self._specs.values()})
+
+    def spec(self, name: str) -> GpuSpec | None:
+        """Spec of a canonical name or alias (case and punctuation forgiven)."""
+        key = compact(name)
+        canon = self._names.get(key) or self._aliases.get(key)
+        return self._specs[canon] if canon else None
+
+    def require(self, name: str) -> GpuSpec:
+        spec = self.spec(name)
+        if spec is None:
+            raise self._unknown(name)
+        return spec
+
+    def canonical(
+        self, raw: str, memory_gb: float | None = None, provider: str | None = None
+    ) -> str | None:
+        """Canonical name of a provider's spelling, or None when unknown.
+
+        ``memory_gb`` (per GPU) tells A100 40 GB from 80 GB and V100 16 from 32 GB;
+        ``provider`` decides names that mean different cards at different providers.
+        Azure VM size names (``Standard_ND96isr_H100_v5``) are accepted too.
+        """
+        if not raw or not raw.strip():
+            return None
+        key = compact(raw)
+        if raw.strip().upper().startswith("STANDARD_N"):
+            return azure_size_gpu(raw)
+        rule = _CONTEXT_RULES.get(key)
+        if rule is not None:
+            return rule(memory_gb, provider) or None
+        if key in self._names:
+            return self._names[key]
+        if key in self._aliases:
+            return self._aliases[key]
+        # A name that is a family with one model ("L4", "T4") is the model itself.
+        group = self._groups.get(key)
+        if group and len(group) == 1:
+            return next(iter(group))
+        return None
+
+    def matches(self, query: str) -> frozenset[str]:
+        """Canonical names a user's query means.
+
+        A full canonical name matches only itself; a family or dash-bounded prefix
+        matches every variant under it ("H100" -> SXM, PCIe, NVL; "A100-80GB" -> its SXM
+        and PCIe); an alias matches its model. Unknown -> CatalogError with the closest.
+        """
+        key = compact(query)
+        if not key:
+            raise CatalogError("empty GPU name", hint=f"known: {', '.join(self.families())}")
+        if key in self._names:
+            return frozenset({self._names[key]})
+        if key in self._groups:
+            return frozenset(self._groups[key])
+        if key in self._aliases:
+            return frozenset({self._aliases[key]})
+        raise self._unknown(query)
+
+    def closest(self, name: str, n: int = 4) -> list[str]:
+        candidates = {compact(c): c for c in [*self._specs, *self.families()]}
+        close = difflib.get_close_matches(compact(name), list(candidates), n=n, cutoff=0.5)
+        return [candidates[c] for c in close]
+
+    def _unknown(self, name: str) -> CatalogError:
+        close = self.closest(name)
+        hint = (
+            f"did you mean {', '.join(close)}?"
+            if close
+            else "run `cloudgpu gpus` for the known names"
+        )
+        return CatalogError(f"unknown GPU '{name}'", hint=hint)
+
+
+def _opt_float(text: str) -> float | None:
+    return float(text) if text.strip() else None
+
+
+def _row_to_spec(row: dict[str, str]) -> GpuSpec:
+    return GpuSpec(
+        name=row["name"],
+        family=row["family"],
+        vendor=row["vendor"],
+        architecture=row["architecture"],
+        memory_gb=float(row["memory_gb"]),
+        memory_bw_tbs=_opt_float(row["memory_bw_tbs"]) or 0.0,
+        bf16_tflops=_opt_float(row["bf16_tflops"]) or 0.0,
+        fp8_tflops=_opt_float(row["fp8_tflops"]),
+        fp32_tflops=_opt_float(row["fp32_tflops"]) or 0.0,
+        link=row["link"],
+        link_gbps=_opt_float(row["link_gbps"]) or 0.0,
+        tdp_w=_opt_float(row["tdp_w"]) or 0.0,
+        purchase_usd=_opt_float(row["purchase_usd"]),
+        aliases=tuple(a for a in row["aliases"].split("|") if a),
+        source=row["source"],
+        date=row["date"],
+        kind=row["kind"] or KIND_GPU,
+    )
+
+
+def read_registry(path: Path) -> GpuRegistry:
+    """Parse a gpus.csv; any malformed row is a CatalogError naming file and line."""
+    specs = []
+    with path.open(newline="", encoding="utf-8") as fh:
+        for lineno, row in enumerate(csv.DictReader(fh), start=2):
+            try:
+                specs.append(_row_to_spec(row))
+            except (KeyError, ValueError, TypeError) as exc:
+                raise CatalogError(f"{path}:{lineno}: bad GPU spec row: {exc}") from exc
+    return GpuRegistry(specs)
+
+
+@cache
+def load_registry() -> GpuRegistry:
+    """The bundled registry (parsed once per process; the object is never mutated)."""
+    return read_registry(DATA_FILE)

@@ -1,0 +1,133 @@
+"""The on-disk offer file format shared by the bundled snapshots and the refresh cache.
+
+One JSON document per provider: metadata (source, observation time, what the converter
+skipped and why) plus the offers as positional rows in the column order of
+:data:`COLUMNS`, which is :class:`Offer`'s own field order, so loading is one
+constructor call per row with no per-field lookups. This module only reads and writes
+that format; it does not decide which file wins (catalog.py) or how prices are
+normalized (tools/convert_prices.py, the providers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cloudgpu.catalog.offer import Offer
+from cloudgpu.errors import CatalogError
+
+FORMAT_VERSION = 1
+
+# Offer fields after ``provider`` and before ``extra``; flags are stored as a list.
+COLUMNS: tuple[str, ...] = (
+    "instance_type", "region", "zone", "market", "gpu", "gpu_count", "gpu_memory_gb",
+    "vcpus", "memory_gb", "price_per_hour", "nvme_count", "nvme_size_gb", "network_gbps",
+    "price_source", "observed_at", "flags",
+)  # fmt: skip
+_N = len(COLUMNS)
+
+
+@dataclass
+class OfferFile:
+    provider: str
+    source: str  # one line: where the prices came from
+    observed_at: str  # ISO 8601 UTC; default for rows that carry none
+    offers: list[Offer]
+    origin: dict[str, str] = field(default_factory=dict)  # repo/path/commit/extracted
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> rows skipped
+
+
+def _row(offer: Offer, default_observed: str, default_source: str) -> list[Any]:
+    return [
+        offer.instance_type, offer.region, offer.zone, offer.market, offer.gpu,
+        offer.gpu_count, offer.gpu_memory_gb, offer.vcpus, offer.memory_gb,
+        round(offer.price_per_hour, 6), offer.nvme_count, offer.nvme_size_gb,
+        offer.network_gbps,
+        "" if offer.price_source == default_source else offer.price_source,
+        "" if offer.observed_at == default_observed else offer.observed_at,
+        list(offer.flags),
+    ]  # fmt: skip
+
+
+def dump(data: OfferFile) -> str:
+    """Serialize; one offer per line so diffs of the bundled files stay readable."""
+    head = {
+        "format": FORMAT_VERSION,
+        "provider": data.provider,
+        "source": data.source,
+        "observed_at": data.observed_at,
+        "origin": data.origin,
+        "skipped": data.skipped,
+        "columns": list(COLUMNS),
+        "count": len(data.offers),
+    }
+    lines = [json.dumps(head)[:-1] + ', "rows": [']
+    rows = [
+        json.dumps(_row(o, data.observed_at, data.source), separators=(",", ":"))
+        for o in data.offers
+    ]
+    lines.append(",\n".join(rows))
+    lines.append("]}")
+    return "\n".join(lines) + "\n"
+
+
+def write(path: Path, data: OfferFile) -> None:
+    """Write atomically: a crash mid-write leaves the old file, never a truncated one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(dump(data), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _check_head(doc: Any, path: Path) -> None:
+    if not isinstance(doc, dict):
+        raise CatalogError(f"{path}: not an offer file (expected a JSON object)")
+    if doc.get("format") != FORMAT_VERSION:
+        raise CatalogError(f"{path}: format {doc.get('format')!r}, expected {FORMAT_VERSION}")
+    if doc.get("columns") != list(COLUMNS):
+        raise CatalogError(f"{path}: unexpected columns")
+    rows = doc.get("rows")
+    if not isinstance(rows, list) or doc.get("count") != len(rows):
+        raise CatalogError(f"{path}: row count does not match 'count' (truncated?)")
+    for key in ("provider", "source", "observed_at"):
+        if not isinstance(doc.get(key), str):
+            raise CatalogError(f"{path}: '{key}' missing or not a string")
+
+
+def read(path: Path) -> OfferFile:
+    """Parse an offer file; anything malformed is a CatalogError naming the file."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CatalogError(f"{path}: unreadable offer file: {exc}") from exc
+    _check_head(doc, path)
+    provider, default_obs, default_src = doc["provider"], doc["observed_at"], doc["source"]
+    offers = []
+    try:
+        for row in doc["rows"]:
+            if len(row) != _N:
+                raise ValueError(f"row has {len(row)} fields, expected {_N}")
+            if not isinstance(row[9], int | float) or not isinstance(row[5], int):
+                raise ValueError("price_per_hour and gpu_count must be numbers")
+            offers.append(
+                Offer(
+                    provider,
+                    *row[:13],
+                    price_source=row[13] or default_src,
+                    observed_at=row[14] or default_obs,
+                    flags=tuple(row[15]),
+                )
+            )
+    except (TypeError, ValueError) as exc:
+        raise CatalogError(f"{path}: bad offer row {len(offers) + 1}: {exc}") from exc
+    return OfferFile(
+        provider=provider,
+        source=default_src,
+        observed_at=default_obs,
+        offers=offers,
+        origin=dict(doc.get("origin") or {}),
+        skipped=dict(doc.get("skipped") or {}),
+    )
