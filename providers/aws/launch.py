@@ -1,0 +1,249 @@
+"""The pieces of an EC2 launch: SSH ingress CIDR, AMI choice, key pair, security group
+and the run_instances arguments.
+
+Names of what is made for an instance are derived from the request's name
+(``cloudgpu-<name>``), so a retried create finds and reuses them instead of making
+duplicates, and terminate can find them from the instance alone. Every resource carries
+the request's tags. This module makes no decision about failover or cleanup order
+(provider.py does) and never deletes anything.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from email.mime.multipart import MIMEMultipart
+from email.mime.text import MIMEText
+from typing import Any
+
+from cloudgpu_providers.aws.faults import PROVIDER, Caller, cause_code
+from cloudgpu_providers.aws.settings import (
+    DEFAULT_IMAGE_NAME,
+    DEFAULT_IMAGE_NAME_ARM,
+    AwsSettings,
+)
+
+from cloudgpu.errors import ConfigError, NotFoundError, ProviderError
+from cloudgpu.provider import CreateRequest
+
+NAME_PREFIX = "cloudgpu-"
+TAG_TOKEN = "cloudgpu-client-token"  # finds the instance of a retried create
+TAG_PRICE = "cloudgpu-price-per-hour"
+TAG_NVME = "cloudgpu-nvme-mount"
+
+
+def resource_name(name: str) -> str:
+    return f"{NAME_PREFIX}{name}"
+
+
+def tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
+    return [{"Key": k, "Value": str(v)} for k, v in tags.items()]
+
+
+def tag_spec(resource_type: str, tags: Mapping[str, str]) -> dict[str, Any]:
+    return {"ResourceType": resource_type, "Tags": tag_list(tags)}
+
+
+def ssh_cidr(settings: AwsSettings, timeout: float = 5.0) -> str:
+    """Who may reach port 22: the configured CIDR, else the caller's public address."""
+    if settings.ssh_cidr:
+        return settings.ssh_cidr
+    try:
+        with urllib.request.urlopen(settings.public_ip_url, timeout=timeout) as resp:
+            text = resp.read(256).decode("ascii", "replace").strip()
+        addr = ipaddress.ip_address(text)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise ConfigError(
+            f"providers.aws: could not learn this machine's public address from "
+            f"{settings.public_ip_url}",
+            hint='set providers.aws.ssh_cidr, e.g. "203.0.113.7/32"',
+        ) from exc
+    return f"{addr}/{addr.max_prefixlen}"
+
+
+def instance_type_info(call: Caller, ec2: Any, instance_type: str) -> dict[str, Any]:
+    """describe_instance_types for one type; NotFoundError when the region lacks it."""
+    try:
+        out = call(
+            f"describe {instance_type}", ec2.describe_instance_types, InstanceTypes=[instance_type]
+        )
+    except ProviderError as err:
+        if cause_code(err).startswith("InvalidInstanceType"):
+            raise NotFoundError(
+                f"instance type {instance_type} does not exist in this region",
+                provider=PROVIDER,
+            ) from err
+        raise
+    items = out.get("InstanceTypes", [])
+    if not items:
+        raise NotFoundError(f"instance type {instance_type} is not offered", provider=PROVIDER)
+    return dict(items[0])
+
+
+def resolve_image(
+    call: Caller, ec2: Any, settings: AwsSettings, requested: str | None, arch: str
+) -> tuple[str, str, bool]:
+    """(image id, root device name, is the default Deep Learning AMI rule).
+
+    ``requested`` (job.yaml) beats config ``image``; either may be an AMI id or a name
+    pattern. Without one, the documented rule: the newest available Amazon-owned Deep
+    Learning Base OSS Nvidia Driver AMI for the instance's architecture.
+    """
+    choice = requested or settings.image
+    if choice and choice.startswith("ami-"):
+        images = call("describe_images", ec2.describe_images, ImageIds=[choice]).get("Images", [])
+        if not images:
+            raise NotFoundError(f"image {choice} not found", provider=PROVIDER)
+        return choice, images[0].get("RootDeviceName", "/dev/sda1"), False
+    default = DEFAULT_IMAGE_NAME_ARM if arch == "arm64" else DEFAULT_IMAGE_NAME
+    pattern = choice or settings.image_name or default
+    filters = [
+        {"Name": "name", "Values": [pattern]},
+        {"Name": "state", "Values": ["available"]},
+        {"Name": "architecture", "Values": [arch]},
+    ]
+    images = call(
+        "describe_images", ec2.describe_images, Owners=list(settings.image_owners), Filters=filters
+    ).get("Images", [])
+    if not images:
+        raise NotFoundError(
+            f"no {arch} image named '{pattern}' owned by {', '.join(settings.image_owners)}",
+            provider=PROVIDER,
+            hint="set providers.aws.image (an AMI id) or image: in job.yaml",
+        )
+    newest = max(images, key=lambda i: i.get("CreationDate", ""))
+    return newest["ImageId"], newest.get("RootDeviceName", "/dev/sda1"), pattern == default
+
+
+def ensure_key_pair(
+    call: Caller, ec2: Any, key_name: str, public_key: str, tags: Mapping[str, str]
+) -> bool:
+    """Import ``public_key`` as ``key_name``; True when made now, False when it existed."""
+    try:
+        call(
+            "import_key_pair",
+            ec2.import_key_pair,
+            KeyName=key_name,
+            PublicKeyMaterial=public_key.encode(),
+            TagSpecifications=[tag_spec("key-pair", tags)],
+        )
+        return True
+    except ProviderError as err:
+        if cause_code(err) == "InvalidKeyPair.Duplicate":
+            return False
+        raise
+
+
+def ensure_security_group(
+    call: Caller, ec2: Any, group_name: str, cidr: str, tags: Mapping[str, str]
+) -> tuple[str, bool]:
+    """(group id, made now) of a group allowing TCP 22 from ``cidr`` only."""
+    try:
+        out = call(
+            "create_security_group",
+            ec2.create_security_group,
+            GroupName=group_name,
+            Description=f"cloudgpu: SSH from {cidr}",
+            TagSpecifications=[tag_spec("security-group", tags)],
+        )
+        group_id, made = str(out["GroupId"]), True
+    except ProviderError as err:
+        if cause_code(err) != "InvalidGroup.Duplicate":
+            raise
+        found = call(
+            "describe_security_groups",
+            ec2.describe_security_groups,
+            Filters=[{"Name": "group-name", "Values": [group_name]}],
+        )
+        group_id, made = str(found["SecurityGroups"][0]["GroupId"]), False
+    ranges = {"IpRanges": [{"CidrIp": cidr, "Description": "cloudgpu ssh"}]}
+    if ":" in cidr:
+        ranges = {"Ipv6Ranges": [{"CidrIpv6": cidr, "Description": "cloudgpu ssh"}]}
+    try:
+        call(
+            "authorize_security_group_ingress",
+            ec2.authorize_security_group_ingress,
+            GroupId=group_id,
+            IpPermissions=[{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, **ranges}],
+            TagSpecifications=[tag_spec("security-group-rule", tags)],
+        )
+    except ProviderError as err:
+        if cause_code(err) != "InvalidPermission.Duplicate":
+            raise
+    return group_id, made
+
+
+def user_data(deadline: float | None, now: float, extra: str) -> str:
+    """Boot script: power off at the deadline (which terminates: see run_args), plus
+    the caller's own script as a second cloud-init part."""
+    parts: list[str] = []
+    if deadline is not None:
+        minutes = max(1, math.ceil((deadline - now) / 60.0))
+        # A guard that holds even if cloudgpu never reaches the instance over SSH.
+        parts.append(f"#!/bin/sh\nshutdown -P +{minutes} 'cloudgpu deadline'\n")
+    if extra:
+        parts.append(extra)
+    if len(parts) <= 1:
+        return parts[0] if parts else ""
+    mime = MIMEMultipart()
+    for i, body in enumerate(parts):
+        kind = "x-shellscript" if body.startswith("#!") else "cloud-config"
+        part = MIMEText(body, kind)
+        part.add_header("Content-Disposition", f'attachment; filename="part-{i}"')
+        mime.attach(part)
+    return mime.as_string()
+
+
+def run_args(
+    request: CreateRequest,
+    image: tuple[str, str, bool],
+    key_name: str,
+    group_id: str,
+    tags: Mapping[str, str],
+    boot_script: str,
+) -> dict[str, Any]:
+    """Keyword arguments of ec2.run_instances for ``request``."""
+    image_id, root_device, _ = image
+    offer = request.offer
+    args: dict[str, Any] = {
+        "ImageId": image_id,
+        "InstanceType": offer.instance_type,
+        "MinCount": 1,
+        "MaxCount": 1,
+        "KeyName": key_name,
+        "SecurityGroupIds": [group_id],
+        # A shutdown from inside (the instance-side deadline) ends billing for good.
+        "InstanceInitiatedShutdownBehavior": "terminate",
+        "BlockDeviceMappings": [
+            {
+                "DeviceName": root_device,
+                "Ebs": {
+                    "VolumeSize": int(request.disk_gb),
+                    "VolumeType": "gp3",
+                    "DeleteOnTermination": True,
+                },
+            }
+        ],
+        # IMDSv2 only: the preemption watcher reads it with a session token.
+        "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled"},
+        "TagSpecifications": [tag_spec("instance", tags), tag_spec("volume", tags)],
+    }
+    if request.idempotency_token:
+        args["ClientToken"] = request.idempotency_token[:64]
+    if offer.zone:
+        args["Placement"] = {"AvailabilityZone": offer.zone}
+    if boot_script:
+        args["UserData"] = boot_script
+    if offer.market == "spot":
+        args["InstanceMarketOptions"] = {
+            "MarketType": "spot",
+            "SpotOptions": {
+                "SpotInstanceType": "one-time",
+                "InstanceInterruptionBehavior": "terminate",
+            },
+        }
+        args["TagSpecifications"].append(tag_spec("spot-instances-request", tags))
+    return args

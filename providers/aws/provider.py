@@ -1,0 +1,219 @@
+"""AWSProvider: EC2 GPU instances, on-demand and spot, behind the cloudgpu contract.
+
+Composes the AWS modules: credentials (enabled-or-why, offline), session (boto3 clients,
+endpoints from config), faults (error mapping, backoff), refresh/pricing (live offers),
+launch (key pair, security group, AMI, run_instances arguments) and instances (state
+mapping, lookups, teardown). It never caches offers (the CLI does) and never prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from cloudgpu_providers.aws import launch
+from cloudgpu_providers.aws.credentials import find_credentials
+from cloudgpu_providers.aws.faults import PROVIDER, Caller
+from cloudgpu_providers.aws.instances import (
+    Teardown,
+    describe_raw,
+    find_raw,
+    owned_name,
+    to_instance,
+)
+from cloudgpu_providers.aws.keys import job_key, remove_key_files
+from cloudgpu_providers.aws.refresh import fetch_region
+from cloudgpu_providers.aws.session import Clients
+from cloudgpu_providers.aws.settings import DLAMI_NVME_MOUNT, AwsSettings, parse_settings
+
+from cloudgpu.catalog.gpus import GpuRegistry, load_registry
+from cloudgpu.catalog.offer import Offer
+from cloudgpu.errors import AuthError, ProviderError
+from cloudgpu.provider import (
+    Availability,
+    Capabilities,
+    CreateRequest,
+    Instance,
+    InstanceState,
+    Provider,
+    ProviderContext,
+)
+
+
+class AWSProvider(Provider):
+    name: ClassVar[str] = "aws"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        spot=True,
+        stop=True,
+        multi_node=False,
+        preemption_notice=True,  # on the instance: IMDSv2 spot/instance-action
+        local_nvme=True,
+        idempotent_create=True,
+        remote=True,
+        billing_granularity_s=1,
+        minimum_billed_s=60,  # Linux instances: per second, one-minute minimum
+    )
+
+    def __init__(self, ctx: ProviderContext, gpus: GpuRegistry | None = None) -> None:
+        super().__init__(ctx)
+        self.settings: AwsSettings = parse_settings(ctx.config)
+        self.clients = Clients(self.settings, ctx.env)
+        self.call = Caller(ctx.sleep, self.settings.max_attempts)
+        self._gpus = gpus
+        self._region_of: dict[str, str] = {}
+
+    # -- discovery -------------------------------------------------------------------
+
+    def availability(self) -> Availability:
+        report = find_credentials(self.ctx.env, self.settings.profile)
+        if report.source is None:
+            reason = report.problem or "no AWS credentials found"
+            return Availability(
+                False, f"{reason} (looked at: {', '.join(report.looked_at)})", report.looked_at
+            )
+        return Availability(True, f"credentials from {report.source}", report.looked_at)
+
+    def check(self) -> Availability:
+        av = self.availability()
+        if not av.enabled:
+            return av
+        ident = self.call("sts get_caller_identity", self.clients.sts().get_caller_identity)
+        return Availability(
+            True,
+            f"{av.reason}; account {ident.get('Account', '?')} confirmed by STS",
+            av.sources,
+        )
+
+    # -- offers ----------------------------------------------------------------------
+
+    def fetch_offers(self) -> list[Offer]:
+        """Live GPU offers of every configured region (raises AuthError on bad keys)."""
+        av = self.availability()
+        if not av.enabled:
+            raise AuthError(
+                av.reason, provider=PROVIDER, hint="configure AWS credentials (env, profile or SSO)"
+            )
+        gpus = self._gpus or load_registry()
+        now = datetime.fromtimestamp(self.ctx.clock(), tz=UTC).replace(microsecond=0)
+        offers: list[Offer] = []
+        for region in self.settings.regions:
+            offers += fetch_region(
+                self.call, self.clients.ec2(region), self.clients.pricing(), region, gpus, now
+            )
+        return offers
+
+    # -- instances -------------------------------------------------------------------
+
+    def create(self, request: CreateRequest) -> Instance:
+        region = request.offer.region or self.settings.regions[0]
+        ec2 = self.clients.ec2(region)
+        if request.idempotency_token:
+            again = find_raw(self.call, ec2, {launch.TAG_TOKEN: request.idempotency_token})
+            if again:  # a retried create: the first one got through
+                return self._record(again[0], region)
+        info = launch.instance_type_info(self.call, ec2, request.offer.instance_type)
+        archs = info.get("ProcessorInfo", {}).get("SupportedArchitectures", ["x86_64"])
+        arch = "x86_64" if "x86_64" in archs else archs[0]
+        image = launch.resolve_image(self.call, ec2, self.settings, request.image, arch)
+        cidr = launch.ssh_cidr(self.settings)
+        key = job_key(self.ctx.paths.keys_dir, request.name, request.ssh_public_key)
+        name = launch.resource_name(request.name)
+        made: dict[str, str] = {}
+        try:
+            if launch.ensure_key_pair(self.call, ec2, name, key.public_key, request.tags):
+                made["key"] = name
+            group_id, new_group = launch.ensure_security_group(
+                self.call, ec2, name, cidr, request.tags
+            )
+            if new_group:
+                made["group"] = group_id
+            tags = self._instance_tags(request, image[2])
+            boot = launch.user_data(request.deadline, self.ctx.clock(), request.user_data)
+            args = launch.run_args(request, image, name, group_id, tags, boot)
+            out = self.call("run_instances", ec2.run_instances, **args)
+        except ProviderError:
+            self._undo(ec2, made, request.name, key.generated)
+            raise
+        return self._record(out["Instances"][0], region)
+
+    def _instance_tags(self, request: CreateRequest, dlami: bool) -> dict[str, str]:
+        tags = dict(request.tags)
+        tags.setdefault("Name", launch.resource_name(request.name))
+        tags[launch.TAG_PRICE] = f"{request.offer.price_per_hour:.6g}"
+        if request.idempotency_token:
+            tags[launch.TAG_TOKEN] = request.idempotency_token[:64]
+        if dlami:
+            tags[launch.TAG_NVME] = DLAMI_NVME_MOUNT
+        return tags
+
+    def _undo(self, ec2: Any, made: Mapping[str, str], name: str, generated: bool) -> None:
+        """Remove what a failed create made, before its error surfaces."""
+        teardown = self._teardown(ec2)
+        if "group" in made:
+            teardown.delete_group(made["group"])
+        if "key" in made:
+            self.call("delete_key_pair", ec2.delete_key_pair, KeyName=made["key"])
+        if generated:
+            remove_key_files(self.ctx.paths.keys_dir, name)
+
+    def _record(self, item: Mapping[str, Any], region: str) -> Instance:
+        self._region_of[item["InstanceId"]] = region
+        return to_instance(item, region, self.settings, self.ctx.paths.keys_dir)
+
+    def _teardown(self, ec2: Any) -> Teardown:
+        return Teardown(
+            self.call,
+            ec2,
+            self.ctx.clock,
+            self.ctx.sleep,
+            poll_s=float(self.ctx.config.get("poll_s", 5.0)),
+        )
+
+    def _locate(self, instance_id: str) -> tuple[str, dict[str, Any]] | None:
+        """(region, describe item) of an instance, searching the configured regions."""
+        known = self._region_of.get(instance_id)
+        regions = ([known] if known else []) + [r for r in self.settings.regions if r != known]
+        for region in regions:
+            item = describe_raw(self.call, self.clients.ec2(region), instance_id)
+            if item is not None:
+                return region, item
+        return None
+
+    def describe(self, instance_id: str) -> Instance:
+        found = self._locate(instance_id)
+        if found is None:
+            return Instance(id=instance_id, provider=PROVIDER, state=InstanceState.TERMINATED)
+        return self._record(found[1], found[0])
+
+    def list_instances(self, tags: Mapping[str, str]) -> list[Instance]:
+        out: list[Instance] = []
+        for region in self.settings.regions:
+            for item in find_raw(self.call, self.clients.ec2(region), tags):
+                out.append(self._record(item, region))
+        return out
+
+    def terminate(self, instance_id: str) -> None:
+        found = self._locate(instance_id)
+        if found is None:
+            return  # never existed, or terminated long ago: nothing left to pay for
+        region, _ = found
+        ec2 = self.clients.ec2(region)
+        teardown = self._teardown(ec2)
+        item = teardown.run(instance_id)
+        if item is None:
+            return
+        name = owned_name(item.get("KeyName"))
+        if name:
+            remove_key_files(self.ctx.paths.keys_dir, name)
+        left = [
+            g["GroupId"]
+            for g in item.get("SecurityGroups", [])
+            if owned_name(g.get("GroupName")) and teardown.group_exists(g["GroupId"])
+        ]
+        if left:
+            raise ProviderError(
+                f"{instance_id}: security group(s) {', '.join(left)} remain",
+                provider=PROVIDER,
+                hint="run `cloudgpu down --orphans`",
+            )
