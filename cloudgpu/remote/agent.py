@@ -1,0 +1,341 @@
+"""The file-sync agent: one stdlib-only script run on both ends of a transfer.
+
+The client imports it, and sends its own source text to the instance as
+``python3 -c SOURCE OP ROOT``, so both sides run the very same code. It must therefore
+import nothing but the standard library and never import cloudgpu.
+
+Operations (stdin/stdout are the SSH channel):
+
+* ``manifest ROOT``: print a compressed listing of the tree (kind, size, mtime, path).
+* ``unpack ROOT``: read a stream (format below) from stdin and write it under ROOT.
+* ``pack ROOT``: read the peer's manifest from stdin, stream what differs to stdout.
+
+Stream: ``MAGIC count total_bytes`` then entries (``F`` file, ``L`` symlink, ``D``
+directory), then ``E`` and the SHA-256 of every byte before it. The receiver hashes what
+it reads; a mismatch removes the files it wrote and fails, so a corrupted transfer is
+never mistaken for a good one and the next sync sends those files again. Files whose
+kind, size and mtime (whole seconds) match the peer's manifest are not sent at all: one
+stream, no per-file round trip.
+
+Exit statuses: 0 ok, 2 usage, 3 integrity failure, 4 I/O error (e.g. disk full).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import struct
+import sys
+import zlib
+from collections.abc import Callable
+
+MAGIC = b"CGPU-SYNC1"
+_PRE = struct.Struct("!QQQQ")  # count, total bytes, files skipped, bytes skipped
+_FILE = struct.Struct("!IIqQ")  # path length, mode, mtime_ns, size
+_LINK = struct.Struct("!II")  # path length, target length
+_DIR = struct.Struct("!II")  # path length, mode
+_LEN = struct.Struct("!Q")
+CHUNK = 1 << 20
+EXIT_INTEGRITY, EXIT_IO = 3, 4
+
+# path -> (kind b"f"/b"l"/b"d", size, mtime_ns, mode); the root itself is b"".
+Manifest = dict[bytes, tuple[bytes, int, int, int]]
+
+
+class SyncError(Exception):
+    """A transfer failure with its exit status."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _entry(st: os.stat_result) -> tuple[bytes, int, int, int] | None:
+    mode = st.st_mode
+    if stat.S_ISREG(mode):
+        return (b"f", st.st_size, st.st_mtime_ns, stat.S_IMODE(mode))
+    if stat.S_ISLNK(mode):
+        return (b"l", 0, st.st_mtime_ns, 0)
+    if stat.S_ISDIR(mode):
+        return (b"d", 0, st.st_mtime_ns, stat.S_IMODE(mode))
+    return None  # sockets, fifos, devices are not synced
+
+
+def scan(root: bytes) -> Manifest:
+    """Every regular file, symlink and directory under ``root`` (symlinks not followed)."""
+    try:
+        top = _entry(os.lstat(root))
+    except FileNotFoundError:
+        return {}
+    if top is None:
+        return {}
+    out: Manifest = {b"": top}
+    if top[0] != b"d":
+        return out
+    stack = [b""]
+    while stack:
+        rel = stack.pop()
+        with os.scandir(os.path.join(root, rel) if rel else root) as it:
+            for de in it:
+                e = _entry(de.stat(follow_symlinks=False))
+                if e is None:
+                    continue
+                path = rel + b"/" + de.name if rel else de.name
+                out[path] = e
+                if e[0] == b"d":
+                    stack.append(path)
+    return out
+
+
+def encode_manifest(m: Manifest) -> bytes:
+    parts = [
+        b"%s%d %d %s" % (k, size, mtime // 1_000_000_000, p) for p, (k, size, mtime, _) in m.items()
+    ]
+    return zlib.compress(b"\0".join(parts), 1)
+
+
+def decode_manifest(data: bytes) -> dict[bytes, tuple[bytes, int, int]]:
+    """path -> (kind, size, mtime in whole seconds)."""
+    out: dict[bytes, tuple[bytes, int, int]] = {}
+    raw = zlib.decompress(data) if data else b""
+    for rec in raw.split(b"\0") if raw else ():
+        size, mtime, path = rec[1:].split(b" ", 2)
+        out[path] = (rec[:1], int(size), int(mtime))
+    return out
+
+
+def changed(local: Manifest, remote: dict[bytes, tuple[bytes, int, int]]) -> list[bytes]:
+    """Paths of ``local`` the peer lacks or holds in another kind, size or mtime."""
+    out = []
+    for path, (kind, size, mtime, _) in local.items():
+        have = remote.get(path)
+        if (
+            have is None
+            or have[0] != kind
+            or (kind != b"d" and (have[1], have[2]) != (size, mtime // 1_000_000_000))
+        ):
+            out.append(path)
+    return out
+
+
+class Writer:
+    """Buffers stream bytes, hashes them and hands them on in large blocks."""
+
+    def __init__(
+        self, sink: Callable[[bytes], object], on_data: Callable[[int], None] | None = None
+    ) -> None:
+        self.sink, self.on_data = sink, on_data
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.hash = hashlib.sha256()
+
+    def write(self, b: bytes) -> None:
+        self.parts.append(b)
+        self.size += len(b)
+        if self.size >= CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.parts:
+            block = b"".join(self.parts)
+            self.parts, self.size = [], 0
+            self.hash.update(block)
+            self.sink(block)
+
+    def finish(self) -> None:
+        self.flush()
+        self.sink(b"E" + self.hash.digest())
+
+
+def pack(root: bytes, local: Manifest, paths: list[bytes], w: Writer) -> None:
+    """Stream ``paths`` (keys of ``local``) of the tree at ``root`` into ``w``."""
+    total = sum(local[p][1] for p in paths)
+    w.write(MAGIC + _PRE.pack(len(paths), total, *skipped(local, paths)))
+    for path in sorted(paths):  # parents before children
+        kind, size, mtime, mode = local[path]
+        full = os.path.join(root, path) if path else root
+        if kind == b"d":
+            w.write(b"D" + _DIR.pack(len(path), mode) + path)
+        elif kind == b"l":
+            target = os.readlink(full)
+            w.write(b"L" + _LINK.pack(len(path), len(target)) + path + target)
+        else:
+            _pack_file(full, path, size, mtime, mode, w)
+    w.finish()
+
+
+def _pack_file(full: bytes, path: bytes, size: int, mtime: int, mode: int, w: Writer) -> None:
+    with open(full, "rb", buffering=0) as f:
+        w.write(b"F" + _FILE.pack(len(path), mode, mtime, size) + path)
+        left = size
+        while left > 0:
+            block = f.read(min(left, CHUNK))
+            if not block:  # shrank while we read it: the stream would be malformed
+                raise SyncError(f"{os.fsdecode(full)}: file changed while being sent", EXIT_IO)
+            w.write(block)
+            if w.on_data:
+                w.on_data(len(block))
+            left -= len(block)
+
+
+class Reader:
+    """Exact reads from a byte source, hashing everything taken."""
+
+    def __init__(self, source: Callable[[int], bytes]) -> None:
+        self.source = source
+        self.buf = b""
+        self.pos = 0
+        self.hash = hashlib.sha256()
+
+    def take(self, n: int, hashed: bool = True) -> bytes:
+        while len(self.buf) - self.pos < n:
+            more = self.source(max(CHUNK, n))
+            if not more:
+                raise SyncError("stream ended early (connection lost?)", EXIT_INTEGRITY)
+            self.buf = self.buf[self.pos :] + more
+            self.pos = 0
+        out = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        if hashed:
+            self.hash.update(out)
+        return out
+
+
+def unpack(
+    root: bytes, r: Reader, on_data: Callable[[int, int], None] | None = None
+) -> dict[str, int]:
+    """Write a stream under ``root``; verify its trailer; return what it held."""
+    if r.take(len(MAGIC)) != MAGIC:
+        raise SyncError("not a cloudgpu sync stream", EXIT_INTEGRITY)
+    count, total, skip_files, skip_bytes = _PRE.unpack(r.take(_PRE.size))
+    written: list[bytes] = []
+    done = 0
+    made: set[bytes] = set()
+    try:
+        for _ in range(count):
+            done += _unpack_one(root, r, written, made)
+            if on_data:
+                on_data(done, total)
+        tag = r.take(1, hashed=False)
+        digest = r.hash.digest()
+        if tag != b"E" or r.take(32, hashed=False) != digest:
+            raise SyncError(
+                "integrity check failed: received data does not match what was sent", EXIT_INTEGRITY
+            )
+    except SyncError as exc:
+        if exc.code == EXIT_INTEGRITY:
+            for p in written:
+                try:
+                    os.unlink(p)
+                except OSError:
+                    pass
+        raise
+    return {"files": count, "bytes": done, "skipped_files": skip_files, "skipped_bytes": skip_bytes}
+
+
+def _target(root: bytes, path: bytes, made: set[bytes]) -> bytes:
+    full = os.path.join(root, path) if path else root
+    parent = os.path.dirname(full)
+    if parent and parent not in made:
+        os.makedirs(parent, exist_ok=True)
+        made.add(parent)
+    return full
+
+
+def _unpack_one(root: bytes, r: Reader, written: list[bytes], made: set[bytes]) -> int:
+    tag = r.take(1)
+    if tag == b"F":
+        plen, mode, mtime, size = _FILE.unpack(r.take(_FILE.size))
+        full = _target(root, _safe(r.take(plen)), made)
+        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        written.append(full)
+        try:
+            left = size
+            while left > 0:
+                n = min(left, CHUNK)
+                _write_all(fd, r.take(n))
+                left -= n
+            os.fchmod(fd, mode)
+            os.utime(fd, ns=(mtime, mtime))
+        finally:
+            os.close(fd)
+        return size
+    if tag == b"D":
+        plen, mode = _DIR.unpack(r.take(_DIR.size))
+        full = _target(root, _safe(r.take(plen)), made)
+        os.makedirs(full, exist_ok=True)
+        made.add(full)
+        os.chmod(full, mode | 0o700)
+        return 0
+    if tag == b"L":
+        plen, tlen = _LINK.unpack(r.take(_LINK.size))
+        full = _target(root, _safe(r.take(plen)), made)
+        target = r.take(tlen)
+        if os.path.lexists(full):
+            os.unlink(full)
+        os.symlink(target, full)
+        return 0
+    raise SyncError(f"integrity check failed: bad entry tag {tag!r}", EXIT_INTEGRITY)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _safe(path: bytes) -> bytes:
+    """Refuse paths that would escape the destination root."""
+    if path.startswith(b"/") or b".." in path.split(b"/"):
+        raise SyncError(f"refusing unsafe path {path!r}", EXIT_INTEGRITY)
+    return path
+
+
+def iter_stdin() -> Callable[[int], bytes]:
+    fd = sys.stdin.fileno()
+    return lambda n: os.read(fd, n)
+
+
+def _stdout_sink(b: bytes) -> None:
+    _write_all(1, b)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] not in ("manifest", "unpack", "pack"):
+        sys.stderr.write("usage: agent manifest|unpack|pack ROOT\n")
+        return 2
+    op, root = argv[0], os.fsencode(os.path.expanduser(argv[1]))
+    try:
+        if op == "manifest":
+            _stdout_sink(encode_manifest(scan(root)))
+        elif op == "unpack":
+            sys.stdout.write(json.dumps(unpack(root, Reader(iter_stdin()))) + "\n")
+        else:
+            r = Reader(iter_stdin())
+            (n,) = _LEN.unpack(r.take(_LEN.size))
+            peer = decode_manifest(r.take(n))
+            local = scan(root)
+            if not local:
+                raise SyncError(f"{argv[1]}: no such file or directory", EXIT_IO)
+            pack(root, local, changed(local, peer), Writer(_stdout_sink))
+    except SyncError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return exc.code
+    except OSError as exc:
+        name = os.fsdecode(exc.filename) if isinstance(exc.filename, bytes) else exc.filename
+        sys.stderr.write(f"{name or argv[1]}: {exc.strerror}\n")
+        return EXIT_IO
+    return 0
+
+
+def skipped(local: Manifest, sent: list[bytes]) -> tuple[int, int]:
+    """(files, bytes) of ``local`` not in ``sent``: what an incremental sync skipped."""
+    chosen = set(sent)
+    files = [v for p, v in local.items() if v[0] == b"f" and p not in chosen]
+    return len(files), sum(v[1] for v in files)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

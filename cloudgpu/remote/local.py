@@ -1,0 +1,198 @@
+"""LocalMachine: the Machine for providers whose instances are this very computer.
+
+The instance is a workspace directory; ``/nvme/...`` and relative paths map into it, so a
+job file written for real machines runs unchanged (its commands also get CLOUDGPU_NVME).
+Commands run in their own session, so ``stop`` kills the job's whole process group.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from cloudgpu.errors import RemoteError
+from cloudgpu.remote import agent
+from cloudgpu.remote.machine import (
+    EXIT_STOPPED,
+    EXIT_TIMEOUT,
+    NVME_ENV,
+    OutputFn,
+    ProgressFn,
+    TransferStats,
+)
+
+KILL_GRACE_S = 5.0
+
+
+class LocalMachine:
+    """A workspace on this machine; see cloudgpu.remote.machine.Machine."""
+
+    def __init__(self, workdir: Path, *, base_env: Mapping[str, str] | None = None) -> None:
+        self.workdir = workdir
+        self.nvme_dir = workdir / "nvme"
+        self.nvme_dir.mkdir(parents=True, exist_ok=True)
+        self.nvme_path = str(self.nvme_dir)
+        self.base_env = dict(os.environ if base_env is None else base_env)
+
+    def path(self, remote: str) -> Path:
+        """Where an instance path lives here: /nvme and ~ map into the workspace."""
+        if remote == "/nvme" or remote.startswith("/nvme/"):
+            return self.nvme_dir / remote[len("/nvme") :].lstrip("/")
+        if remote == "~" or remote.startswith("~/"):
+            return self.workdir / remote[1:].lstrip("/")
+        p = Path(remote)
+        return p if p.is_absolute() else self.workdir / p
+
+    def run(
+        self,
+        command: str,
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        on_stdout: OutputFn | None = None,
+        on_stderr: OutputFn | None = None,
+        timeout: float | None = None,
+        stop: threading.Event | None = None,
+    ) -> int:
+        full_env = {**self.base_env, NVME_ENV: self.nvme_path, **(env or {})}
+        where = self.path(cwd) if cwd else self.workdir
+        shell = shutil.which("bash") or "/bin/sh"
+        try:
+            proc = subprocess.Popen(
+                [shell, "-c", command],
+                cwd=where,
+                env=full_env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # its own process group, killed as a whole
+            )
+        except OSError as exc:
+            raise RemoteError(f"cannot run in {where}: {exc.strerror}") from exc
+        deadline = None if timeout is None else time.monotonic() + timeout
+        ended = _pump(proc, on_stdout, on_stderr, stop, deadline)
+        if ended is not None:
+            _kill_group(proc)
+            return ended
+        return proc.wait() if proc.returncode is None else proc.returncode
+
+    def put_dir(
+        self, local: Path, remote: str, *, progress: ProgressFn | None = None
+    ) -> TransferStats:
+        if not local.is_dir():
+            raise RemoteError(f"{local}: not a directory")
+        return copy_tree(local, self.path(remote), progress)
+
+    def get_dir(
+        self, remote: str, local: Path, *, progress: ProgressFn | None = None
+    ) -> TransferStats:
+        src = self.path(remote)
+        if not src.is_dir():
+            raise RemoteError(f"get {remote}: no such directory")
+        return copy_tree(src, local, progress)
+
+    def put_file(
+        self, local: Path, remote: str, *, progress: ProgressFn | None = None
+    ) -> TransferStats:
+        if not local.is_file():
+            raise RemoteError(f"{local}: not a file")
+        return copy_tree(local, self.path(remote), progress)
+
+    def get_file(
+        self, remote: str, local: Path, *, progress: ProgressFn | None = None
+    ) -> TransferStats:
+        src = self.path(remote)
+        if not src.is_file():
+            raise RemoteError(f"get {remote}: no such file")
+        return copy_tree(src, local, progress)
+
+    def close(self) -> None:
+        """Nothing to release: the workspace stays until the provider removes it."""
+
+
+def _pump(
+    proc: subprocess.Popen[bytes],
+    on_stdout: OutputFn | None,
+    on_stderr: OutputFn | None,
+    stop: threading.Event | None,
+    deadline: float | None,
+) -> int | None:
+    """Forward output until the process ends (None) or must be stopped (its status)."""
+    sel = selectors.DefaultSelector()
+    assert proc.stdout is not None and proc.stderr is not None
+    sel.register(proc.stdout, selectors.EVENT_READ, on_stdout)
+    sel.register(proc.stderr, selectors.EVENT_READ, on_stderr)
+    open_pipes = 2
+    try:
+        while open_pipes:
+            if stop is not None and stop.is_set():
+                return EXIT_STOPPED
+            if deadline is not None and time.monotonic() >= deadline:
+                return EXIT_TIMEOUT
+            for key, _ in sel.select(0.1):
+                data = os.read(key.fd, 65536)
+                if not data:
+                    sel.unregister(key.fileobj)
+                    open_pipes -= 1
+                elif key.data is not None:
+                    key.data(data)
+    finally:
+        sel.close()
+    return None
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    for f in (proc.stdout, proc.stderr):
+        if f:
+            f.close()
+
+
+def copy_tree(src: Path, dst: Path, progress: ProgressFn | None) -> TransferStats:
+    """Copy a file or tree, skipping files whose kind, size and mtime already match."""
+    t0 = time.perf_counter()
+    mine = agent.scan(os.fsencode(src))
+    if not mine:
+        raise RemoteError(f"{src}: no such file or directory")
+    theirs = agent.decode_manifest(agent.encode_manifest(agent.scan(os.fsencode(dst))))
+    paths = sorted(agent.changed(mine, theirs))
+    total = sum(mine[p][1] for p in paths)
+    done = 0
+    try:
+        for p in paths:
+            kind = mine[p][0]
+            s, d = (src / os.fsdecode(p), dst / os.fsdecode(p)) if p else (src, dst)
+            if kind == b"d":
+                d.mkdir(parents=True, exist_ok=True)
+                continue
+            d.parent.mkdir(parents=True, exist_ok=True)
+            if kind == b"l":
+                if d.is_symlink() or d.exists():
+                    d.unlink()
+                d.symlink_to(os.readlink(s))
+                continue
+            shutil.copy2(s, d)
+            done += mine[p][1]
+            if progress:
+                progress(done, total)
+    except OSError as exc:
+        raise RemoteError(f"copy {src} -> {dst}: {exc.strerror or exc}") from exc
+    skip_files, skip_bytes = agent.skipped(mine, paths)
+    sent = sum(1 for p in paths if mine[p][0] == b"f")
+    return TransferStats(sent, total, skip_files, skip_bytes, time.perf_counter() - t0)

@@ -1,0 +1,222 @@
+"""SSHMachine: a Machine reached over one authenticated paramiko Transport.
+
+Commands run as ``bash -c`` (``sh`` if bash is missing) in the login session, whose
+process group the wrapper reports first, so ``stop`` can kill the whole tree of the
+job, not just the shell. Bulk transfers may go through the system ``ssh`` binary when one
+is given (:class:`cloudgpu.remote.openssh.OpenSSH`): it moves bytes faster than paramiko.
+This module does not verify host keys itself; cloudgpu.remote.connect did that.
+"""
+
+from __future__ import annotations
+
+import re
+import select
+import shlex
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import paramiko
+
+from cloudgpu.errors import ConfigError, RemoteError
+from cloudgpu.remote import transfer
+from cloudgpu.remote.connect import WINDOW, Endpoint
+from cloudgpu.remote.machine import (
+    EXIT_STOPPED,
+    EXIT_TIMEOUT,
+    NVME_ENV,
+    OutputFn,
+    ProgressFn,
+    TransferStats,
+)
+from cloudgpu.remote.openssh import OpenSSH
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MARK = b"CGPU-PGID "
+KILL_GRACE_S = 5.0
+
+
+def compose(command: str, env: Mapping[str, str], cwd: str | None) -> str:
+    """The remote shell text: report our process group, set env and cwd, run."""
+    lines = [f"printf '{_MARK.decode()}%s\\n' $$"]
+    for k, v in env.items():
+        if not _ENV_NAME.match(k):
+            raise ConfigError(f"env: {k!r} is not a valid environment variable name")
+        lines.append(f"export {k}={shlex.quote(v)}")
+    if cwd:
+        lines.append(f"cd {shlex.quote(cwd)} || exit 1")
+    q = shlex.quote(command)
+    lines.append(f"command -v bash >/dev/null 2>&1 && exec bash -c {q}; exec sh -c {q}")
+    return "\n".join(lines)
+
+
+class ParamikoStream:
+    """transfer.Stream over one exec channel."""
+
+    def __init__(self, chan: paramiko.Channel) -> None:
+        self.chan = chan
+
+    def write(self, data: bytes) -> None:
+        self.chan.sendall(data)
+
+    def read(self, n: int) -> bytes:
+        return self.chan.recv(n)
+
+    def close_write(self) -> None:
+        self.chan.shutdown_write()
+
+    def finish(self) -> tuple[int, str]:
+        status = self.chan.recv_exit_status()
+        err = b""
+        while self.chan.recv_stderr_ready():
+            err += self.chan.recv_stderr(65536)
+        self.chan.close()
+        return status, err.decode(errors="replace")
+
+
+class SSHMachine:
+    """A remote instance; see cloudgpu.remote.machine.Machine for the contract."""
+
+    def __init__(
+        self,
+        transport: paramiko.Transport,
+        endpoint: Endpoint,
+        *,
+        nvme_path: str = "/nvme",
+        python: str = "python3",
+        openssh: OpenSSH | None = None,
+    ) -> None:
+        self.transport = transport
+        self.endpoint = endpoint
+        self.nvme_path = nvme_path
+        self.python = python  # the interpreter the sync agent runs with on the instance
+        self.openssh = openssh
+
+    # -- exec ------------------------------------------------------------------------
+
+    def _channel(self, command: str) -> paramiko.Channel:
+        try:
+            chan = self.transport.open_session(window_size=WINDOW)
+            chan.exec_command(command)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise RemoteError(f"{self.endpoint.label}: SSH session lost ({exc})") from exc
+        return chan
+
+    def run(
+        self,
+        command: str,
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        on_stdout: OutputFn | None = None,
+        on_stderr: OutputFn | None = None,
+        timeout: float | None = None,
+        stop: threading.Event | None = None,
+    ) -> int:
+        full_env = {NVME_ENV: self.nvme_path, **(env or {})}
+        chan = self._channel(compose(command, full_env, cwd))
+        out = _Demux(on_stdout)
+        ended: int | None = None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while True:
+                if ended is None and stop is not None and stop.is_set():
+                    ended = EXIT_STOPPED
+                elif ended is None and deadline is not None and time.monotonic() >= deadline:
+                    ended = EXIT_TIMEOUT
+                if ended is not None and not out.killed and out.pgid is not None:
+                    self._kill(out.pgid)
+                    out.killed = True
+                select.select([chan], [], [], 0.1)
+                while chan.recv_ready():
+                    out.feed(chan.recv(65536))
+                while chan.recv_stderr_ready():
+                    data = chan.recv_stderr(65536)
+                    if on_stderr:
+                        on_stderr(data)
+                if (
+                    chan.exit_status_ready()
+                    and not chan.recv_ready()
+                    and not chan.recv_stderr_ready()
+                ):
+                    break
+                if chan.closed or not self.transport.is_active():
+                    raise RemoteError(f"{self.endpoint.label}: connection lost while running")
+            status = chan.recv_exit_status()
+        finally:
+            chan.close()
+        if ended is not None:
+            return ended
+        return 255 if status < 0 else status  # < 0: killed by a signal we did not send
+
+    def _kill(self, pgid: int | None) -> None:
+        if pgid is None:
+            return
+        script = (
+            f"kill -TERM -- -{pgid} 2>/dev/null; i=0; "
+            f"while kill -0 -- -{pgid} 2>/dev/null && [ $i -lt {int(KILL_GRACE_S * 10)} ]; "
+            f"do sleep 0.1; i=$((i+1)); done; kill -KILL -- -{pgid} 2>/dev/null; true"
+        )
+        chan = self._channel(script)
+        chan.recv_exit_status()
+        chan.close()
+
+    # -- transfer --------------------------------------------------------------------
+
+    def _stream(self, command: str) -> transfer.Stream:
+        if self.openssh is not None:
+            return self.openssh.stream(command)
+        return ParamikoStream(self._channel(command))
+
+    def put_dir(
+        self, local: Path, remote: str, *, progress: ProgressFn | None = None
+    ) -> TransferStats:
+        if not local.is_dir():
+            raise RemoteError(f"{local}: not a directory")
+        return transfer.put(self._stream, self.python, local, remote, progress)
+
+    def get_dir(
+        self, remote: str, local: Path, *, progress: ProgressFn | None = None
+    ) -> TransferStats:
+        return transfer.get(self._stream, self.python, remote, local, progress)
+
+    def put_file(
+        self, local: Path, remote: str, *, progress: ProgressFn | None = None
+    ) -> TransferStats:
+        if not local.is_file():
+            raise RemoteError(f"{local}: not a file")
+        return transfer.put(self._stream, self.python, local, remote, progress)
+
+    def get_file(
+        self, remote: str, local: Path, *, progress: ProgressFn | None = None
+    ) -> TransferStats:
+        return transfer.get(self._stream, self.python, remote, local, progress)
+
+    def close(self) -> None:
+        if self.openssh is not None:
+            self.openssh.close()
+        self.transport.close()
+
+
+class _Demux:
+    """Strips the wrapper's process-group line off the head of stdout."""
+
+    def __init__(self, sink: OutputFn | None) -> None:
+        self.sink = sink
+        self.head = b""
+        self.pgid: int | None = None
+        self.killed = False
+
+    def feed(self, data: bytes) -> None:
+        if self.pgid is None:
+            self.head += data
+            nl = self.head.find(b"\n")
+            if nl < 0:
+                return
+            line, data = self.head[:nl], self.head[nl + 1 :]
+            self.head = b""
+            if line.startswith(_MARK):
+                self.pgid = int(line[len(_MARK) :])
+        if data and self.sink:
+            self.sink(data)

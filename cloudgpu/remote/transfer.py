@@ -1,0 +1,161 @@
+"""Tree and file transfer over any byte stream to a remote command (one stream per sync).
+
+put: fetch the remote manifest (one exec), diff locally, send only what changed as one
+stream to the agent, which verifies the stream's SHA-256 before reporting success.
+get: send our manifest to the agent, which streams back only what differs.
+
+The stream transport is passed in (:class:`Stream` factory), so the same code runs over
+a paramiko channel or the system ``ssh`` binary. Nothing here knows hosts or keys.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from cloudgpu.errors import RemoteError
+from cloudgpu.remote import agent
+from cloudgpu.remote.machine import ProgressFn, TransferStats
+
+AGENT_SOURCE = Path(agent.__file__).read_text(encoding="utf-8")
+
+
+class Stream(Protocol):
+    """A running remote command: its stdin, stdout, and finally status and stderr."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def read(self, n: int) -> bytes: ...  # b"" at end of output
+
+    def close_write(self) -> None: ...
+
+    def finish(self) -> tuple[int, str]: ...  # exit status, stderr text
+
+
+OpenStream = Callable[[str], Stream]
+
+
+def agent_command(python: str, op: str, root: str) -> str:
+    """The shell command running the agent's ``op`` on ``root`` with ``python``."""
+    return f"{python} -c {shlex.quote(AGENT_SOURCE)} {op} {shlex.quote(root)}"
+
+
+def _fail(op: str, remote: str, status: int, err: str) -> RemoteError:
+    line = err.strip().splitlines()[-1] if err.strip() else f"exit status {status}"
+    if status == 127:
+        return RemoteError(
+            f"{op} {remote}: python3 is missing on the instance ({line})",
+            hint="the sync agent needs python3 on the remote machine",
+        )
+    if status == agent.EXIT_INTEGRITY:
+        return RemoteError(f"{op} {remote}: {line}", hint="run the sync again; it resends")
+    return RemoteError(f"{op} {remote}: {line}")
+
+
+def _read_all(s: Stream) -> bytes:
+    parts = []
+    while block := s.read(1 << 20):
+        parts.append(block)
+    return b"".join(parts)
+
+
+def remote_manifest(
+    open_stream: OpenStream, python: str, remote: str
+) -> dict[bytes, tuple[bytes, int, int]]:
+    s = open_stream(agent_command(python, "manifest", remote))
+    s.close_write()
+    data = _read_all(s)
+    status, err = s.finish()
+    if status != 0:
+        raise _fail("list", remote, status, err)
+    return agent.decode_manifest(data)
+
+
+def put(
+    open_stream: OpenStream, python: str, local: Path, remote: str, progress: ProgressFn | None
+) -> TransferStats:
+    """Send the file or tree ``local`` to ``remote``, skipping unchanged files."""
+    t0 = time.perf_counter()
+    root = os.fsencode(local)
+    mine = agent.scan(root)
+    if not mine:
+        raise RemoteError(f"{local}: no such file or directory")
+    paths = agent.changed(mine, remote_manifest(open_stream, python, remote))
+    skip_files, skip_bytes = agent.skipped(mine, paths)
+    stats = TransferStats(files_skipped=skip_files, bytes_skipped=skip_bytes)
+    if not paths:
+        stats.seconds = time.perf_counter() - t0
+        return stats
+    total = sum(mine[p][1] for p in paths)
+    done = 0
+
+    def advanced(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress:
+            progress(done, total)
+
+    s = open_stream(agent_command(python, "unpack", remote))
+    try:
+        agent.pack(root, mine, paths, agent.Writer(s.write, advanced))
+    except agent.SyncError as exc:
+        s.close_write()
+        s.finish()
+        raise RemoteError(f"put {local}: {exc}") from exc
+    except OSError as exc:
+        s.close_write()
+        status, err = s.finish()
+        if status != 0:  # the remote end failed first (disk full...): its reason wins
+            raise _fail("put", remote, status, err) from exc
+        raise RemoteError(f"put {local}: {exc.strerror or exc}") from exc
+    s.close_write()
+    out = _read_all(s)
+    status, err = s.finish()
+    if status != 0:
+        raise _fail("put", remote, status, err)
+    got = json.loads(out.decode() or "{}")
+    if got.get("bytes") != total:
+        raise RemoteError(
+            f"put {remote}: the instance received {got.get('bytes')} of {total} bytes"
+        )
+    stats.files_sent = sum(1 for p in paths if mine[p][0] == b"f")
+    stats.bytes_sent = total
+    stats.seconds = time.perf_counter() - t0
+    return stats
+
+
+def get(
+    open_stream: OpenStream, python: str, remote: str, local: Path, progress: ProgressFn | None
+) -> TransferStats:
+    """Fetch the file or tree ``remote`` into ``local``, skipping unchanged files."""
+    t0 = time.perf_counter()
+    root = os.fsencode(local)
+    manifest = agent.encode_manifest(agent.scan(root))
+    s = open_stream(agent_command(python, "pack", remote))
+    s.write(agent._LEN.pack(len(manifest)) + manifest)
+    s.close_write()
+    try:
+        got = agent.unpack(root, agent.Reader(s.read), progress)
+    except agent.SyncError as exc:
+        status, err = s.finish()
+        if status != 0:
+            raise _fail("get", remote, status, err) from exc
+        raise RemoteError(f"get {remote}: {exc}") from exc
+    except OSError as exc:
+        s.finish()
+        raise RemoteError(f"get {remote} -> {local}: {exc.strerror or exc}") from exc
+    status, err = s.finish()
+    if status != 0:
+        raise _fail("get", remote, status, err)
+    return TransferStats(
+        files_sent=got["files"],
+        bytes_sent=got["bytes"],
+        files_skipped=got["skipped_files"],
+        bytes_skipped=got["skipped_bytes"],
+        seconds=time.perf_counter() - t0,
+    )
