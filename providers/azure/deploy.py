@@ -1,0 +1,180 @@
+"""Creating and deleting one job's Azure resource group, and reading a VM's state.
+
+One resource group per job holds the NSG, vnet, public IP, NIC, VM, OS disk and the
+auto-shutdown schedule, all tagged with the job's tags, so deleting the group is total
+teardown and a group found by tag after a crash is everything to remove. Every ARM PUT is
+by name, so a retried create with the same request name converges on the same resources
+(Azure's form of an idempotency token).
+
+Instance-side deadline on Azure: an OS ``shutdown`` leaves the VM *Stopped* and still
+billed for compute; only deallocation ends that. So when the deadline is within 24 hours
+the group gets a Microsoft.DevTestLab/schedules auto-shutdown (Azure deallocates the VM
+at that minute, whatever the client does); the lifecycle's teardown, or
+``cloudgpu down --orphans``, then deletes the group (disk and IP bill until then).
+
+This module holds the SDK calls and cleanup; bodies.py holds what is sent. It is given
+the clients; it creates none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from cloudgpu_providers.azure import bodies
+from cloudgpu_providers.azure.arm import ArmClients, azure_errors, map_error
+
+from cloudgpu.errors import CapacityError, CloudGPUError
+from cloudgpu.provider import InstanceState
+
+
+@dataclass(frozen=True)
+class Created:
+    vm: Mapping[str, Any]
+    public_ip: str
+
+
+def _id(resource: Any) -> str:
+    return str(resource["id"])
+
+
+def create_group(
+    clients: ArmClients,
+    plan: bodies.VmPlan,
+    deadline: float | None,
+    now: float,
+    timeout_s: float,
+) -> Created:
+    """Create every resource of ``plan``; on any failure delete the group, then raise."""
+    try:
+        with azure_errors(f"create {plan.group}"):
+            return _create_all(clients, plan, deadline, now, timeout_s)
+    except CloudGPUError as exc:
+        cleanup = delete_group(clients, plan.group, timeout_s)
+        if cleanup:
+            # Keep the original error type (the lifecycle fails over on it) and say that
+            # something may be left for `cloudgpu down --orphans`.
+            exc.args = (f"{exc}; {cleanup}",)
+        raise
+
+
+def _create_all(
+    clients: ArmClients,
+    plan: bodies.VmPlan,
+    deadline: float | None,
+    now: float,
+    timeout_s: float,
+) -> Created:
+    rg, net = plan.group, clients.network
+    clients.resource.resource_groups.create_or_update(rg, bodies.group_body(plan))
+    nsg = net.network_security_groups.begin_create_or_update(
+        rg, bodies.NSG, bodies.nsg_body(plan)
+    ).result()
+    vnet = net.virtual_networks.begin_create_or_update(
+        rg, bodies.VNET, bodies.vnet_body(plan, _id(nsg))
+    ).result()
+    subnet_id = f"{_id(vnet)}/subnets/{bodies.SUBNET}"
+    ip = net.public_ip_addresses.begin_create_or_update(
+        rg, bodies.IP, bodies.ip_body(plan)
+    ).result()
+    nic = net.network_interfaces.begin_create_or_update(
+        rg, bodies.NIC, bodies.nic_body(plan, subnet_id, _id(ip), _id(nsg))
+    ).result()
+    poller = clients.compute.virtual_machines.begin_create_or_update(
+        rg, plan.vm_name, bodies.vm_body(plan, _id(nic))
+    )
+    poller.wait(timeout=timeout_s)
+    if not poller.done():
+        raise CapacityError(
+            f"VM {plan.vm_name} ({plan.size}) not provisioned within {timeout_s:.0f} s",
+            provider="azure",
+        )
+    vm = poller.result()
+    hhmm = bodies.schedule_time(deadline, now) if deadline else None
+    if hhmm:
+        sched_id = (
+            f"/subscriptions/{clients.subscription_id}/resourceGroups/{rg}/providers/"
+            f"Microsoft.DevTestLab/schedules/shutdown-computevm-{plan.vm_name}"
+        )
+        clients.resource.resources.begin_create_or_update_by_id(
+            sched_id,
+            bodies.schedule_body(plan, _id(vm), hhmm),
+            api_version=bodies.SCHEDULE_API_VERSION,
+        ).result()
+    address = net.public_ip_addresses.get(rg, bodies.IP)
+    return Created(vm=vm, public_ip=_ip_of(address))
+
+
+def _ip_of(address: Mapping[str, Any]) -> str:
+    props = address.get("properties") or {}
+    return str(props.get("ipAddress") or "")
+
+
+def delete_group(clients: ArmClients, group: str, timeout_s: float) -> str:
+    """Delete ``group`` and wait; '' when gone (or never there), else what went wrong."""
+    from azure.core.exceptions import ResourceNotFoundError  # lazy: heavy SDK
+
+    try:
+        poller = clients.resource.resource_groups.begin_delete(group)
+        poller.wait(timeout=timeout_s)
+    except ResourceNotFoundError:
+        return ""
+    except Exception as exc:
+        return f"deleting resource group {group} failed ({map_error(exc, 'delete')})"
+    try:
+        if clients.resource.resource_groups.check_existence(group):
+            return f"resource group {group} still exists after deletion"
+    except Exception as exc:
+        return f"could not verify deletion of {group} ({map_error(exc, 'verify')})"
+    return ""
+
+
+def vm_state(vm: Mapping[str, Any] | None, spot: bool) -> InstanceState:
+    """The shared state of a VM (with its instanceView), or of its absence."""
+    if vm is None:
+        # A spot VM with evictionPolicy Delete vanishes from its group when evicted.
+        return InstanceState.PREEMPTED if spot else InstanceState.TERMINATED
+    props = vm.get("properties") or {}
+    prov = str(props.get("provisioningState") or "")
+    if prov == "Deleting":
+        return InstanceState.STOPPING
+    statuses = (props.get("instanceView") or {}).get("statuses") or []
+    power = next(
+        (
+            str(s.get("code", ""))[len("PowerState/") :]
+            for s in statuses
+            if str(s.get("code", "")).startswith("PowerState/")
+        ),
+        "",
+    )
+    return _POWER.get(power) or _PROVISIONING.get(prov, InstanceState.UNKNOWN)
+
+
+# https://learn.microsoft.com/azure/virtual-machines/states-billing
+_POWER: dict[str, InstanceState] = {
+    "starting": InstanceState.PENDING,
+    "running": InstanceState.RUNNING,
+    "stopping": InstanceState.STOPPING,
+    "stopped": InstanceState.STOPPED,  # still billed: only deallocation ends compute billing
+    "deallocating": InstanceState.STOPPING,
+    "deallocated": InstanceState.STOPPED,
+}
+_PROVISIONING: dict[str, InstanceState] = {
+    "Creating": InstanceState.PENDING,
+    "Updating": InstanceState.PENDING,
+    "Migrating": InstanceState.PENDING,
+    "Succeeded": InstanceState.PENDING,  # provisioned but no power state reported yet
+    "Failed": InstanceState.UNKNOWN,
+}
+
+
+def created_at(vm: Mapping[str, Any]) -> float | None:
+    stamp = (vm.get("properties") or {}).get("timeCreated")
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

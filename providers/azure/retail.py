@@ -1,0 +1,199 @@
+"""Azure's public Retail Prices API (no auth) turned into cloudgpu Offers.
+
+API: https://learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices
+Each page is ``{"BillingCurrency", "CustomerEntityId", "Items": [...], "NextPageLink",
+"Count"}``; ``NextPageLink`` is the full URL of the next page, null on the last one.
+
+What is kept, on purpose: Linux pay-as-you-go rows (``priceType eq 'Consumption'``) of
+the GPU families NC/ND/NV, priced in USD per hour. Rows whose meterName contains
+``Spot`` are the spot market. ``Low Priority`` rows (the retired batch market) and
+``Windows`` rows (licence included) are skipped. This module talks HTTP with the standard
+library only and must not import the Azure SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from cloudgpu_providers.azure.sizes import GPU_FAMILY, SizeSpec
+
+from cloudgpu.catalog.offer import FLAG_UNKNOWN_GPU, Offer
+from cloudgpu.errors import AuthError, ProviderError, TransientError
+
+DEFAULT_URL = "https://prices.azure.com/api/retail/prices"
+API_VERSION = "2023-01-01-preview"
+FILTER = " and ".join(
+    (
+        "serviceName eq 'Virtual Machines'",
+        "priceType eq 'Consumption'",
+        "contains(armSkuName, 'Standard_N')",
+        "contains(productName, 'Windows') eq false",
+        "contains(meterName, 'Low Priority') eq false",
+    )
+)
+PRICE_SOURCE = "azure:retail-prices-api"
+_RETRY_STATUS = (429, 500, 502, 503, 504)
+
+# Turns (raw GPU model, memory per GPU) into the catalog's canonical name, None if unknown.
+Canonicalize = Callable[[str, float], str | None]
+
+
+@dataclass
+class RetailClient:
+    """Reads every page of one Retail Prices query, retrying throttling with backoff."""
+
+    base_url: str
+    sleep: Callable[[float], None]
+    retries: int = 5
+    timeout_s: float = 60.0
+
+    def first_url(self) -> str:
+        query = urllib.parse.urlencode({"api-version": API_VERSION, "$filter": FILTER})
+        return f"{self.base_url}?{query}"
+
+    def items(self) -> Iterator[dict[str, Any]]:
+        url: str | None = self.first_url()
+        while url:
+            page = self._get(url)
+            yield from page.get("Items") or []
+            url = page.get("NextPageLink") or None
+
+    def _get(self, url: str) -> dict[str, Any]:
+        delay = 1.0
+        for attempt in range(self.retries + 1):
+            try:
+                with urllib.request.urlopen(url, timeout=self.timeout_s) as resp:
+                    body = json.loads(resp.read().decode("utf-8"))
+                    if not isinstance(body, dict):
+                        raise ProviderError(
+                            "retail prices page is not a JSON object", provider="azure"
+                        )
+                    return body
+            except urllib.error.HTTPError as exc:
+                if exc.code in (401, 403):
+                    raise AuthError(
+                        f"retail prices API refused the request (HTTP {exc.code})",
+                        provider="azure",
+                    ) from exc
+                if exc.code not in _RETRY_STATUS or attempt == self.retries:
+                    raise _http_error(exc) from exc
+                self.sleep(_retry_after(exc.headers, delay))
+            except (urllib.error.URLError, TimeoutError, OSError) as exc:
+                if attempt == self.retries:
+                    raise TransientError(
+                        f"retail prices API unreachable: {exc}", provider="azure"
+                    ) from exc
+                self.sleep(delay)
+            except json.JSONDecodeError as exc:
+                raise ProviderError(
+                    "retail prices API sent invalid JSON", provider="azure"
+                ) from exc
+            delay = min(delay * 2, 30.0)
+        raise TransientError("retail prices API: retries exhausted", provider="azure")
+
+
+def _retry_after(headers: Any, default: float) -> float:
+    value = (headers or {}).get("Retry-After")
+    try:
+        return max(0.0, float(value)) if value is not None else default
+    except ValueError:
+        return default
+
+
+def _http_error(exc: urllib.error.HTTPError) -> ProviderError:
+    if exc.code in _RETRY_STATUS:
+        return TransientError(
+            f"retail prices API still failing after retries (HTTP {exc.code})", provider="azure"
+        )
+    return ProviderError(f"retail prices API answered HTTP {exc.code}", provider="azure")
+
+
+def is_wanted(item: Mapping[str, Any]) -> bool:
+    """A Linux pay-as-you-go hourly USD row of a GPU family; see the module docstring."""
+    sku = str(item.get("armSkuName") or "")
+    meter = str(item.get("meterName") or "")
+    product = str(item.get("productName") or "")
+    return (
+        bool(GPU_FAMILY.match(sku))
+        and item.get("type", "Consumption") == "Consumption"
+        and item.get("currencyCode", "USD") == "USD"
+        and str(item.get("unitOfMeasure", "1 Hour")) == "1 Hour"
+        and "Low Priority" not in meter
+        and "Windows" not in product
+        and float(item.get("retailPrice") or 0) > 0
+    )
+
+
+def market_of(item: Mapping[str, Any]) -> str:
+    return "spot" if "Spot" in str(item.get("meterName") or "") else "on_demand"
+
+
+def build_offers(
+    items: Iterator[dict[str, Any]],
+    sizes: Mapping[str, SizeSpec],
+    canonical: Canonicalize,
+    observed_at: str | None = None,
+) -> tuple[list[Offer], list[str]]:
+    """Offers from retail rows joined with size specs; also the GPU sizes with no spec.
+
+    When a row repeats (same size, region and market), the one with the latest
+    effectiveStartDate wins: older rows are superseded prices.
+    """
+    observed = observed_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    best: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for item in items:
+        if not is_wanted(item):
+            continue
+        key = (str(item["armSkuName"]).lower(), str(item.get("armRegionName")), market_of(item))
+        old = best.get(key)
+        if old is None or str(item.get("effectiveStartDate", "")) > str(
+            old.get("effectiveStartDate", "")
+        ):
+            best[key] = item
+    offers: list[Offer] = []
+    missing: set[str] = set()
+    for (sku, region, market), item in sorted(best.items()):
+        spec = sizes.get(sku)
+        if spec is None:
+            missing.add(str(item["armSkuName"]))
+            continue
+        offers.append(_offer(spec, region, market, item, canonical, observed))
+    return offers, sorted(missing)
+
+
+def _offer(
+    spec: SizeSpec,
+    region: str,
+    market: str,
+    item: Mapping[str, Any],
+    canonical: Canonicalize,
+    observed: str,
+) -> Offer:
+    # The size name decides first (it tells SXM from PCIe); the docs' model name second.
+    name = canonical(spec.name, spec.gpu_memory_gb) or canonical(spec.gpu_model, spec.gpu_memory_gb)
+    return Offer(
+        provider="azure",
+        instance_type=spec.name,
+        region=region,
+        zone="",
+        market=market,
+        gpu=name or spec.gpu_model,
+        gpu_count=spec.gpu_count,
+        gpu_memory_gb=spec.gpu_memory_gb,
+        vcpus=spec.vcpus,
+        memory_gb=spec.memory_gb,
+        price_per_hour=float(item["retailPrice"]),
+        nvme_count=spec.nvme_count,
+        nvme_size_gb=spec.nvme_size_gb,
+        price_source=PRICE_SOURCE,
+        observed_at=observed,
+        flags=() if name else (FLAG_UNKNOWN_GPU,),
+        extra={"meter_id": item.get("meterId", ""), "location": item.get("location", "")},
+    )
