@@ -49,6 +49,10 @@ class Capabilities:
     remote: bool = True  # instances are reached over SSH (False: this machine)
     billing_granularity_s: int = 1  # 1 = per second, 60 = per minute, 3600 = per hour
     minimum_billed_s: int = 0  # e.g. 60 for AWS Linux
+    # Instances are fresh VMs made for one job and thrown away: the bootstrap may RAID0 +
+    # format their empty local NVMe disks and power them off at the deadline. Never set it
+    # for machines the user owns, this computer, or instances sharing a host (sim).
+    disposable: bool = False
 
 
 @dataclass(frozen=True)
