@@ -1,0 +1,245 @@
+"""The RunPod provider: GPU pods through RunPod's GraphQL API.
+
+Talks plain HTTP (providers/runpod/api.py), so the ``runpod`` SDK is not needed. Config
+(``[providers.runpod]``; all optional):
+
+* ``api_base_url``: API base, default ``RUNPOD_API_BASE_URL`` or https://api.runpod.io
+* ``image``: container image (default below; job.yaml's image overrides it)
+* ``image_start``: the image's own start script, run after the deadline is armed
+* ``vcpus_per_gpu`` / ``memory_gb_per_gpu``: the minimums asked for per GPU
+* ``data_center_id``: pin pods to one data center (else RunPod picks one with stock)
+* ``api_key``: discouraged; prefer the ``RUNPOD_API_KEY`` environment variable
+
+What it creates is one pod per instance; terminate() removes it and checks it is gone.
+It must not print, log or store the API key.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+from cloudgpu_providers.runpod import offers as offers_mod
+from cloudgpu_providers.runpod import pods
+from cloudgpu_providers.runpod.api import DEFAULT_BASE_URL, PROVIDER, GraphQLClient
+from cloudgpu_providers.runpod.keys import make_key_pair
+
+from cloudgpu.catalog.gpus import load_registry
+from cloudgpu.catalog.offer import Offer
+from cloudgpu.errors import CapacityError, NotFoundError, ProviderError, TransientError
+from cloudgpu.provider import (
+    TAG_INSTANCE,
+    Availability,
+    Capabilities,
+    CreateRequest,
+    Instance,
+    Provider,
+)
+
+# RunPod's PyTorch image: its /start.sh starts sshd and authorizes $PUBLIC_KEY.
+DEFAULT_IMAGE = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
+DEFAULT_IMAGE_START = "/start.sh"
+TERMINATE_CHECKS = 10
+
+
+class RunPodProvider(Provider):
+    name: ClassVar[str] = "runpod"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        spot=False,  # spot pods are being retired (REFERENCE.md section 7)
+        stop=True,
+        preemption_notice=False,  # none; the watcher polls pod status
+        idempotent_create=True,  # emulated: the token travels in the pod's tags
+        remote=True,
+        billing_granularity_s=1,
+    )
+
+    # -- credentials -----------------------------------------------------------------
+
+    def _key_and_source(self) -> tuple[str, str, tuple[str, ...]]:
+        looked = ("env:RUNPOD_API_KEY", "config:api_key", "file:~/.runpod/config.toml")
+        key = self.ctx.env.get("RUNPOD_API_KEY", "").strip()
+        if key:
+            return key, "env:RUNPOD_API_KEY", looked
+        key = str(self.ctx.config.get("api_key") or "").strip()
+        if key:
+            return key, "config:api_key", looked
+        home = self.ctx.env.get("HOME")
+        if home:
+            key = _runpod_config_key(Path(home) / ".runpod" / "config.toml")
+            if key:
+                return key, "file:~/.runpod/config.toml", looked
+        return "", "", looked
+
+    def availability(self) -> Availability:
+        key, source, looked = self._key_and_source()
+        if not key:
+            return Availability(False, "no RunPod API key (set RUNPOD_API_KEY)", looked)
+        return Availability(True, f"API key from {source}", looked)
+
+    def _client(self) -> GraphQLClient:
+        key, _, _ = self._key_and_source()
+        if not key:
+            raise ProviderError("no RunPod API key", provider=PROVIDER, hint="set RUNPOD_API_KEY")
+        base = str(
+            self.ctx.config.get("api_base_url")
+            or self.ctx.env.get("RUNPOD_API_BASE_URL")
+            or DEFAULT_BASE_URL
+        )
+        return GraphQLClient(
+            base,
+            key,
+            self.ctx.sleep,
+            attempts=int(self.ctx.config.get("attempts", 5)),
+            backoff_s=float(self.ctx.config.get("backoff_s", 1.0)),
+        )
+
+    def check(self) -> Availability:
+        av = self.availability()
+        if not av.enabled:
+            return av
+        self._client().query(pods.Q_MYSELF)
+        return Availability(True, f"{av.reason}; account query answered", av.sources)
+
+    # -- offers ----------------------------------------------------------------------
+
+    def fetch_offers(self) -> list[Offer]:
+        data = self._client().query(pods.Q_GPU_TYPES)
+        observed = datetime.fromtimestamp(self.ctx.clock(), UTC).isoformat(timespec="seconds")
+        return offers_mod.offers_from_gpu_types(
+            data.get("gpuTypes") or [],
+            load_registry(),
+            observed_at=observed.replace("+00:00", "Z"),
+            vcpus_per_gpu=float(self.ctx.config.get("vcpus_per_gpu", 4)),
+            memory_gb_per_gpu=float(self.ctx.config.get("memory_gb_per_gpu", 16)),
+        )
+
+    # -- instances -------------------------------------------------------------------
+
+    def create(self, request: CreateRequest) -> Instance:
+        if request.offer.market == "spot":
+            raise CapacityError("RunPod spot pods are retired; no spot capacity", provider=PROVIDER)
+        client = self._client()
+        if request.idempotency_token:
+            existing = self._find_by_token(client, request.idempotency_token)
+            if existing is not None:
+                return existing
+        key_file, public_key = self._public_key(request)
+        payload = pods.deploy_input(
+            request,
+            gpu_type_id=self._gpu_type_id(client, request.offer),
+            cloud_type=offers_mod.cloud_type_of(request.offer.instance_type, request.offer.extra),
+            public_key=public_key,
+            image=request.image or str(self.ctx.config.get("image") or DEFAULT_IMAGE),
+            docker_args=pods.start_command(
+                None if request.deadline is None else request.deadline - self.ctx.clock(),
+                str(self.ctx.config.get("image_start") or DEFAULT_IMAGE_START),
+            ),
+            data_center_id=self._data_center(request.offer),
+        )
+        try:
+            data = client.query(pods.M_DEPLOY, {"input": payload})
+        except TransientError:
+            # The deploy may have landed before the connection broke: find it by token.
+            found = self._find_by_token(client, request.idempotency_token)
+            if found is None:
+                raise
+            return found
+        pod = data.get("podFindAndDeployOnDemand")
+        if not pod:
+            raise CapacityError("RunPod deployed no pod for this offer", provider=PROVIDER)
+        return pods.to_instance(pod, str(pod.get("id")), str(key_file) if key_file else None)
+
+    def describe(self, instance_id: str) -> Instance:
+        try:
+            data = self._client().query(pods.Q_POD, {"input": {"podId": instance_id}})
+        except NotFoundError:
+            data = {}
+        pod = data.get("pod")
+        return pods.to_instance(pod, instance_id, self._key_file_for(pod))
+
+    def list_instances(self, tags: Mapping[str, str]) -> list[Instance]:
+        out = []
+        for pod in self._my_pods(self._client()):
+            pod_tags = pods.decode_tags(pod)
+            if not pod_tags or any(pod_tags.get(k) != v for k, v in tags.items()):
+                continue
+            inst = pods.to_instance(pod, str(pod.get("id")), self._key_file_for(pod))
+            if not inst.state.is_gone:
+                out.append(inst)
+        return out
+
+    def terminate(self, instance_id: str) -> None:
+        client = self._client()
+        if self.describe(instance_id).state.is_gone:
+            return
+        try:
+            client.query(pods.M_TERMINATE, {"input": {"podId": instance_id}})
+        except NotFoundError:
+            return
+        for _ in range(TERMINATE_CHECKS):
+            if self.describe(instance_id).state.is_gone:
+                return
+            self.ctx.sleep(float(self.ctx.config.get("poll_s", 2.0)))
+        raise TransientError(
+            f"pod {instance_id} still exists after podTerminate",
+            provider=PROVIDER,
+            hint="`cloudgpu down --orphans` retries it",
+        )
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _my_pods(self, client: GraphQLClient) -> list[dict[str, Any]]:
+        data = client.query(pods.Q_MY_PODS)
+        return list((data.get("myself") or {}).get("pods") or [])
+
+    def _find_by_token(self, client: GraphQLClient, token: str) -> Instance | None:
+        if not token:
+            return None
+        for pod in self._my_pods(client):
+            if pods.decode_tags(pod).get(TAG_INSTANCE) == token:
+                inst = pods.to_instance(pod, str(pod.get("id")), self._key_file_for(pod))
+                if not inst.state.is_gone:
+                    return inst
+        return None
+
+    def _public_key(self, request: CreateRequest) -> tuple[Path | None, str]:
+        if request.ssh_public_key.strip():
+            return None, request.ssh_public_key.strip()
+        return make_key_pair(self.ctx.paths.keys_dir, f"runpod-{request.name}")
+
+    def _key_file_for(self, pod: Mapping[str, Any] | None) -> str | None:
+        if not pod or not pod.get("name"):
+            return None
+        path = self.ctx.paths.keys_dir / f"runpod-{pod['name']}"
+        return str(path) if path.exists() else None
+
+    def _gpu_type_id(self, client: GraphQLClient, offer: Offer) -> str:
+        explicit = offer.extra.get("gpu_type_id") if offer.extra else None
+        if explicit:
+            return str(explicit)
+        data = client.query(pods.Q_GPU_TYPES)
+        found = offers_mod.find_gpu_type_id(data.get("gpuTypes") or [], offer.gpu, load_registry())
+        if found is None:
+            raise NotFoundError(f"RunPod has no GPU type for {offer.gpu}", provider=PROVIDER)
+        return found
+
+    def _data_center(self, offer: Offer) -> str | None:
+        configured = self.ctx.config.get("data_center_id")
+        if configured:
+            return str(configured)
+        # Snapshot offers carry RunPod data center ids (e.g. "CA-MTL-1") as their zone.
+        return offer.zone or None
+
+
+def _runpod_config_key(path: Path) -> str:
+    """The key runpodctl / runpod-python saved (``apikey`` or ``[default] api_key``)."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return ""
+    default = data.get("default")
+    nested = default.get("api_key") if isinstance(default, dict) else None
+    return str(data.get("apikey") or nested or "").strip()
