@@ -20,6 +20,7 @@ FLAG_SPOT_ABOVE_ON_DEMAND = "spot_above_on_demand"  # published spot > on-demand
 FLAG_PRICE_PREDATES_CUT = "price_predates_cut"  # AWS P-family price from before the 2025 cut
 FLAG_GPU_COUNT_CORRECTED = "gpu_count_corrected"  # table disagreed with documented size
 FLAG_GPU_MEMORY_CORRECTED = "gpu_memory_corrected"
+FLAG_FRACTIONAL_GPU = "fractional_gpu"  # a share of one GPU (Azure NV*as_v4, NV*ads_A10_v5)
 
 
 @dataclass(frozen=True, slots=True)

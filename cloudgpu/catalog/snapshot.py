@@ -38,6 +38,11 @@ class OfferFile:
     offers: list[Offer]
     origin: dict[str, str] = field(default_factory=dict)  # repo/path/commit/extracted
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> rows skipped
+    price_source: str = ""  # default Offer.price_source of the rows; "" = ``source``
+
+    @property
+    def default_price_source(self) -> str:
+        return self.price_source or self.source
 
 
 def _row(offer: Offer, default_observed: str, default_source: str) -> list[Any]:
@@ -59,6 +64,7 @@ def dump(data: OfferFile) -> str:
         "provider": data.provider,
         "source": data.source,
         "observed_at": data.observed_at,
+        "price_source": data.default_price_source,
         "origin": data.origin,
         "skipped": data.skipped,
         "columns": list(COLUMNS),
@@ -66,7 +72,7 @@ def dump(data: OfferFile) -> str:
     }
     lines = [json.dumps(head)[:-1] + ', "rows": [']
     rows = [
-        json.dumps(_row(o, data.observed_at, data.source), separators=(",", ":"))
+        json.dumps(_row(o, data.observed_at, data.default_price_source), separators=(",", ":"))
         for o in data.offers
     ]
     lines.append(",\n".join(rows))
@@ -104,7 +110,8 @@ def read(path: Path) -> OfferFile:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CatalogError(f"{path}: unreadable offer file: {exc}") from exc
     _check_head(doc, path)
-    provider, default_obs, default_src = doc["provider"], doc["observed_at"], doc["source"]
+    provider, default_obs = doc["provider"], doc["observed_at"]
+    default_src = doc.get("price_source") or doc["source"]
     offers = []
     try:
         for row in doc["rows"]:
@@ -143,4 +150,5 @@ def read(path: Path) -> OfferFile:
         offers=offers,
         origin=dict(doc.get("origin") or {}),
         skipped=dict(doc.get("skipped") or {}),
+        price_source=default_src,
     )
