@@ -1,0 +1,158 @@
+"""`cloudgpu report offers|spend|buy-vs-rent|plan`: cost reports as one self-contained
+HTML file, Markdown, CSV or JSON.
+
+Each subcommand gathers its data (catalog, state store, buy-vs-rent model, planner),
+lets cloudgpu.reports build and render the document, and writes it to --out (atomically)
+or stdout. No numbers are computed here.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cloudgpu.catalog import OfferQuery, load_catalog, load_registry, parse_amount, require_offers
+from cloudgpu.cli.buyrent import buyrent_options, compute, report_for
+from cloudgpu.cli.context import get_app
+from cloudgpu.costs import parse_since, summarize
+from cloudgpu.errors import ConfigError
+from cloudgpu.reports.model import Report
+from cloudgpu.reports.offers import offers_report
+from cloudgpu.reports.render import FORMATS, render
+from cloudgpu.reports.spend import spend_report
+
+F = Callable[..., Any]
+_SUFFIXES = {
+    ".html": "html",
+    ".htm": "html",
+    ".md": "md",
+    ".markdown": "md",
+    ".csv": "csv",
+    ".json": "json",
+}
+
+
+def output_options(func: F) -> F:
+    func = click.option(
+        "--out",
+        "out",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Write here instead of stdout.",
+    )(func)
+    func = click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        help="Default: from --out's suffix, else html.",
+    )(func)
+    return func
+
+
+def choose_format(fmt: str | None, out: Path | None) -> str:
+    if fmt:
+        return fmt
+    if out is not None and out.suffix.lower() in _SUFFIXES:
+        return _SUFFIXES[out.suffix.lower()]
+    return "html"
+
+
+def write_out(text: str, out: Path | None) -> None:
+    """Print, or write ``out`` atomically so a failed run never leaves half a report."""
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise ConfigError(f"--out: directory {parent} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    click.echo(f"wrote {out} ({len(text.encode()) / 1024:.0f} KiB)", err=True)
+
+
+def emit(report: Report, fmt: str | None, out: Path | None) -> None:
+    write_out(render(report, choose_format(fmt, out)), out)
+
+
+def _now_text() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+@click.group("report")
+def report() -> None:
+    """Cost reports: HTML (one offline file with charts), Markdown, CSV, JSON."""
+
+
+@report.command("offers")
+@click.option("--gpu", help="GPU name or family, NAME:COUNT, or a memory floor like 24GB+.")
+@click.option("--gpus", help="GPUs per instance: 8 or 8+.")
+@click.option("--market", type=click.Choice(["on_demand", "spot"]))
+@click.option("--provider", "providers", multiple=True, help="Repeatable.")
+@click.option("--region", "regions", multiple=True, help="Glob, repeatable.")
+@click.option("--max-price", type=float, help="USD per instance-hour.")
+@output_options
+def offers_cmd(
+    gpu: str | None,
+    gpus: str | None,
+    market: str | None,
+    providers: tuple[str, ...],
+    regions: tuple[str, ...],
+    max_price: float | None,
+    fmt: str | None,
+    out: Path | None,
+) -> None:
+    """$/GPU-hour by GPU and provider (on-demand vs spot) and performance per dollar."""
+    app = get_app()
+    registry = load_registry()
+    catalog = load_catalog(app.paths, warn=lambda m: click.echo(f"warning: {m}", err=True))
+    query = OfferQuery(
+        gpu=gpu,
+        gpus=parse_amount(gpus, "--gpus") if gpus else None,
+        market=market,
+        providers=providers,
+        regions=regions,
+        max_price=max_price,
+    )
+    offers = require_offers(catalog.offers, query, registry)
+    tflops = {s.name: s.bf16_tflops for s in registry.all() if s.bf16_tflops}
+    filters = " ".join(
+        f"{k}={v}"
+        for k, v in (("gpu", gpu), ("gpus", gpus), ("market", market), ("max-price", max_price))
+        if v
+    )
+    emit(offers_report(offers, tflops, _now_text(), f" ({filters})" if filters else ""), fmt, out)
+
+
+@report.command("spend")
+@click.option("--since", help="Window like 30d, 12h, 2w, or a date (default: everything).")
+@output_options
+def spend_cmd(since: str | None, fmt: str | None, out: Path | None) -> None:
+    """What was spent, per job, provider, GPU and day; the rows add up to the total."""
+    app = get_app()
+    since_ts = parse_since(since, time.time()) if since else None
+    store = app.store()
+    try:
+        summary = summarize(store.spend(since=since_ts), since_ts)
+    finally:
+        store.close()
+    emit(spend_report(summary, str(app.paths.state_db), _now_text()), fmt, out)
+
+
+@report.command("buy-vs-rent")
+@buyrent_options
+@output_options
+def buy_vs_rent_cmd(fmt: str | None, out: Path | None, **params: Any) -> None:
+    """The buy-vs-rent analysis with cumulative cost lines and the break-even marked."""
+    emit(report_for(compute(get_app(), params)), fmt, out)

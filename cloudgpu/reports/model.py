@@ -1,0 +1,142 @@
+"""The report document every renderer reads: tables, charts drawn from those tables, and
+the source and date of the data.
+
+A chart never holds numbers of its own: it names a table and the columns it plots, so
+HTML, Markdown, CSV and JSON carry the same numbers by construction. Cell formatting
+lives here too (:func:`format_cell`), so the HTML and Markdown show identical text. This
+module knows nothing about costs or catalogs and writes no files.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+# Column kinds: how a value is shown and how many digits the data files keep.
+KINDS: dict[str, int] = {
+    "text": 0,
+    "int": 0,
+    "usd": 4,  # $/hour and $/GPU-hour: shown with 2 (or 3 below $1) decimals
+    "usd0": 2,  # totals: shown as whole dollars with thousands separators
+    "cents": 2,  # spend: shown to the cent
+    "pct": 4,  # fractions shown as percentages
+    "num": 2,
+    "value": 4,  # an input of mixed unit: shown as given, up to 4 significant decimals
+    "months": 1,
+}
+MISSING = "n/a"
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    title: str
+    kind: str = "text"
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown column kind {self.kind!r}")
+
+
+@dataclass
+class Table:
+    id: str
+    title: str
+    columns: list[Column]
+    rows: list[dict[str, Any]]
+    note: str = ""
+
+    def column(self, key: str) -> Column:
+        return next(c for c in self.columns if c.key == key)
+
+    def values(self, key: str) -> list[Any]:
+        return [row.get(key) for row in self.rows]
+
+
+@dataclass
+class Chart:
+    """A chart drawn from ``table``: kind is bars, stacked, scatter or lines.
+
+    bars/stacked: ``x`` is the category column, ``series`` the value columns (or, with
+    ``group``, one series per distinct value of that column). scatter: ``x``/``y``
+    numeric columns, ``group`` colours points, ``label`` names them. lines: ``x`` is
+    numeric and every ``series`` column a line; ``marks`` are (x, y, text) points to
+    highlight, such as break-even crossings.
+    """
+
+    id: str
+    title: str
+    kind: str
+    table: str
+    x: str
+    series: list[str] = field(default_factory=list)
+    y: str = ""
+    group: str = ""
+    label: str = ""
+    x_title: str = ""
+    y_title: str = ""
+    marks: list[tuple[float, float, str]] = field(default_factory=list)
+    caption: str = ""
+
+
+@dataclass
+class Report:
+    title: str
+    summary: list[str]
+    source: str  # where the numbers come from
+    data_date: str  # when they were observed
+    generated_at: str
+    tables: list[Table] = field(default_factory=list)
+    charts: list[Chart] = field(default_factory=list)
+    kind: str = ""  # offers | plan | spend | buy-vs-rent
+
+    def table(self, table_id: str) -> Table:
+        return next(t for t in self.tables if t.id == table_id)
+
+    def charts_for(self, table_id: str) -> list[Chart]:
+        return [c for c in self.charts if c.table == table_id]
+
+
+def clean(value: Any, kind: str) -> Any:
+    """The value as the data files carry it: rounded, and None for anything undefined."""
+    if value is None:
+        return None
+    if kind == "text":
+        return str(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if not math.isfinite(value):
+        return None
+    if kind == "int":
+        return int(value)
+    return round(float(value), KINDS[kind])
+
+
+def format_cell(value: Any, kind: str) -> str:
+    """What a reader sees for ``value`` (already :func:`clean`-ed or raw)."""
+    v = clean(value, kind)
+    if v is None:
+        return MISSING
+    if kind in ("text",) or isinstance(v, str):
+        return str(v)
+    if kind == "int":
+        return f"{v:,d}"
+    if kind == "usd":
+        return f"${v:,.3f}" if abs(v) < 1 else f"${v:,.2f}"
+    if kind == "usd0":
+        return f"${v:,.0f}"
+    if kind == "cents":
+        return f"${v:,.2f}"
+    if kind == "pct":
+        return f"{v * 100:.1f}%"
+    if kind == "value":
+        return f"{v:,.4g}" if abs(v) < 1000 else f"{v:,.0f}"
+    if kind == "months":
+        return f"{v:.1f}"
+    return f"{v:,.2f}"
+
+
+def table_data(table: Table) -> list[dict[str, Any]]:
+    """Rows with every value cleaned: what JSON and CSV carry."""
+    return [{c.key: clean(row.get(c.key), c.kind) for c in table.columns} for row in table.rows]
