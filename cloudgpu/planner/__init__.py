@@ -1,1 +1,28 @@
-"""Package."""
+"""The planner: sizes a job's workload (memory, time, data, startup) on every offer that
+meets its resources, and ranks the candidates by what the whole job will cost.
+
+Public API: :func:`plan` with :class:`Plan` / :class:`Candidate`, :class:`StartupHistory`
+(learned startup times), :func:`parse_workload` and the model table
+(:func:`lookup_model`, :func:`known_models`). The registry, offers and history are passed
+in; the planner never loads a catalog or opens a store itself.
+"""
+
+from cloudgpu.planner.models import ModelArch, arch_from_params, known_models, lookup_model
+from cloudgpu.planner.overhead import StartupHistory
+from cloudgpu.planner.rank import OBJECTIVES, Candidate, Plan, plan, workload_of
+from cloudgpu.planner.workload import Workload, parse_workload
+
+__all__ = [
+    "OBJECTIVES",
+    "Candidate",
+    "ModelArch",
+    "Plan",
+    "StartupHistory",
+    "Workload",
+    "arch_from_params",
+    "known_models",
+    "lookup_model",
+    "parse_workload",
+    "plan",
+    "workload_of",
+]

@@ -1,0 +1,262 @@
+"""plan(): filter offers by a job's resources, size and time its workload on each machine
+shape, cost every candidate end to end, and rank them by the chosen objective.
+
+Objectives:
+- ``cheapest``: estimated total cost = hours x price, where hours include compute (with
+  scaling and data stalls), data staging, startup and the expected spot-interruption
+  loss; candidates above limits.max_cost are rejected.
+- ``fastest``: estimated wall-clock hours, among candidates within limits.max_cost.
+- ``hourly``: plain $/hour (what other tools rank by); also what every objective falls
+  back to when the job has no workload block to estimate from.
+
+Ties break on $/hour, then the offer's key, so the order is deterministic. The offers,
+the GPU registry and the startup history are passed in; nothing here loads them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from cloudgpu.catalog.gpus import GpuRegistry, GpuSpec
+from cloudgpu.catalog.offer import Offer
+from cloudgpu.errors import ConfigError
+from cloudgpu.planner.fit import Shape, ShapeEstimate, estimate_shape, min_gpus, suggest_fix
+from cloudgpu.planner.overhead import (
+    StartupHistory,
+    spot_extra_hours,
+    staging_hours,
+    stall_fraction,
+)
+from cloudgpu.planner.select import compile_requirements
+from cloudgpu.planner.workload import Workload, parse_workload
+from cloudgpu.spec.model import JobSpec
+
+OBJECTIVES = ("cheapest", "fastest", "hourly")
+
+
+@dataclass
+class Candidate:
+    offer: Offer
+    fits: bool
+    reason: str = ""  # why it does not fit / was rejected ("" when it fits)
+    num_nodes: int = 1
+    memory_per_gpu_gb: float | None = None
+    memory_breakdown: dict[str, float] = field(default_factory=dict)
+    est_hours: float | None = None  # wall clock: compute + staging + startup + spot loss
+    est_gpu_hours: float | None = None
+    est_cost: float | None = None
+    price_per_hour: float = 0.0  # all nodes together
+    fix: str = ""  # cheapest change that would make it fit
+    layout: str = ""  # e.g. "ZeRO-3, full checkpointing"
+    scaling_efficiency: float | None = None
+    stall_fraction: float = 0.0
+    staging_hours: float = 0.0
+    startup_hours: float = 0.0
+    spot_penalty_hours: float = 0.0
+
+    @property
+    def gpu_count(self) -> int:
+        return self.offer.gpu_count * self.num_nodes
+
+
+@dataclass
+class Plan:
+    candidates: list[Candidate]  # fitting, best first
+    rejected: list[Candidate]  # with .reason
+    objective: str
+    summary: str = ""
+    needs: str = ""  # what would fit when nothing does
+    workload: Workload | None = None
+
+    @property
+    def best(self) -> Candidate | None:
+        return self.candidates[0] if self.candidates else None
+
+
+def workload_of(job: JobSpec) -> Workload | None:
+    if not job.workload:
+        return None
+    if job.resources.gpu.cpu_only:
+        raise ConfigError(
+            f"{job.source or '<job>'}: workload: sizing needs GPUs, but resources.gpu is none",
+            hint="drop the workload block or request a GPU",
+        )
+    try:
+        return parse_workload(job.workload)
+    except ConfigError as exc:
+        where = f"{job.source}: " if job.source else ""
+        raise ConfigError(f"{where}{exc}", hint=exc.hint) from exc
+
+
+@dataclass
+class _Context:
+    w: Workload | None
+    registry: GpuRegistry
+    history: StartupHistory
+    data_bytes: float
+    num_nodes: int
+    shapes: dict[tuple[str, float, int, float], ShapeEstimate] = field(default_factory=dict)
+
+    def spec(self, gpu: str) -> GpuSpec | None:
+        return self.registry.spec(gpu)
+
+    def shape_estimate(self, offer: Offer) -> ShapeEstimate:
+        assert self.w is not None
+        key = (offer.gpu, offer.gpu_memory_gb, offer.gpu_count, offer.network_gbps)
+        est = self.shapes.get(key)
+        if est is None:
+            shape = Shape(offer.gpu_memory_gb, offer.gpu_count, self.num_nodes, offer.network_gbps)
+            spec = self.spec(offer.gpu)
+            est = estimate_shape(self.w, shape, spec)
+            if not est.fits and est.layout is not None:
+                est = _with_fix(est, suggest_fix(self.w, shape, spec))
+            self.shapes[key] = est
+        return est
+
+
+def _with_fix(est: ShapeEstimate, fix: str) -> ShapeEstimate:
+    return ShapeEstimate(
+        est.fits, est.layout, est.breakdown, est.memory_gb, est.hours, est.scaling, est.reason, fix
+    )
+
+
+def _costed(ctx: _Context, offer: Offer, est: ShapeEstimate) -> Candidate:
+    w = ctx.w
+    assert w is not None
+    price = offer.price_per_hour * ctx.num_nodes
+    cand = Candidate(
+        offer,
+        est.fits,
+        est.reason,
+        ctx.num_nodes,
+        round(est.memory_gb, 2),
+        est.breakdown,
+        price_per_hour=price,
+        fix=est.fix,
+        layout=est.layout.describe() if est.layout else "",
+        scaling_efficiency=est.scaling,
+    )
+    if not est.fits or est.hours is None:
+        if est.fits:
+            cand.reason = f"no performance data for GPU {offer.gpu}: time not estimated"
+        return cand
+    stall = stall_fraction(
+        w.samples_per_s,
+        w.bytes_per_sample,
+        offer.gpu_count,
+        offer.nvme_count,
+        offer.vcpus,
+        w.cpu_samples_per_s,
+    )
+    compute = est.hours / max(1e-6, 1.0 - stall)
+    startup_s = ctx.history.startup_s(offer.provider)
+    spot = 0.0
+    if offer.market == "spot":
+        spot = spot_extra_hours(
+            compute, w.spot_interruptions_per_hour, w.checkpoint_minutes, startup_s
+        )
+    staging = staging_hours(ctx.data_bytes, offer.network_gbps, offer.nvme_count)
+    hours = compute + staging + startup_s / 3600.0 + spot
+    cand.stall_fraction, cand.staging_hours = stall, staging
+    cand.startup_hours, cand.spot_penalty_hours = startup_s / 3600.0, spot
+    cand.est_hours, cand.est_cost = hours, hours * price
+    cand.est_gpu_hours = hours * offer.gpu_count * ctx.num_nodes
+    return cand
+
+
+def _sort_key(objective: str, c: Candidate) -> tuple[float, float, float, str]:
+    cost = c.est_cost if c.est_cost is not None else math.inf
+    hours = c.est_hours if c.est_hours is not None else math.inf
+    if objective == "fastest":
+        return (hours, cost, c.price_per_hour, c.offer.key)
+    if objective == "cheapest":
+        return (cost, c.price_per_hour, hours, c.offer.key)
+    return (c.price_per_hour, cost, hours, c.offer.key)
+
+
+def plan(
+    job: JobSpec,
+    offers: Sequence[Offer],
+    *,
+    registry: GpuRegistry,
+    objective: str = "cheapest",
+    history: StartupHistory | None = None,
+    data_bytes: int | None = None,
+) -> Plan:
+    """Rank ``offers`` for ``job`` (see module docstring)."""
+    if objective not in OBJECTIVES:
+        raise ConfigError(f"unknown objective '{objective}' (one of {', '.join(OBJECTIVES)})")
+    w = workload_of(job)
+    size = float(data_bytes) if data_bytes is not None else (w.data_size if w else 0.0)
+    ctx = _Context(w, registry, history or StartupHistory(), size, max(1, job.num_nodes))
+    reqs = compile_requirements(job.resources, registry)
+    fitting: list[Candidate] = []
+    rejected: list[Candidate] = []
+    max_cost = job.limits.max_cost
+    for offer in offers:
+        why = reqs.reason(offer)
+        if why:
+            rejected.append(
+                Candidate(
+                    offer,
+                    False,
+                    why,
+                    ctx.num_nodes,
+                    price_per_hour=offer.price_per_hour * ctx.num_nodes,
+                )
+            )
+            continue
+        if w is None:
+            fitting.append(
+                Candidate(
+                    offer,
+                    True,
+                    "",
+                    ctx.num_nodes,
+                    price_per_hour=offer.price_per_hour * ctx.num_nodes,
+                )
+            )
+            continue
+        cand = _costed(ctx, offer, ctx.shape_estimate(offer))
+        if cand.fits and max_cost is not None and (cand.est_cost or 0.0) > max_cost:
+            cand.fits = False
+            cand.reason = f"estimated ${cand.est_cost:,.2f} > limits.max_cost ${max_cost:,.2f}"
+        (fitting if cand.fits else rejected).append(cand)
+    effective = objective if w is not None else "hourly"
+    fitting.sort(key=lambda c: _sort_key(effective, c))
+    rejected.sort(key=lambda c: (c.price_per_hour, c.offer.key))
+    result = Plan(fitting, rejected, objective, workload=w)
+    result.summary = _summary(result, len(offers), effective)
+    if not fitting and w is not None:
+        result.needs = needs(w, offers, registry)
+    return result
+
+
+def _summary(p: Plan, total: int, effective: str) -> str:
+    head = f"{len(p.candidates)} of {total} offers fit"
+    if p.workload is None:
+        return head + "; no workload block, ranked by $/hour"
+    if effective != p.objective:
+        return head + f"; ranked by {effective}"
+    return head + f"; ranked by {p.objective}"
+
+
+def needs(w: Workload, offers: Sequence[Offer], registry: GpuRegistry) -> str:
+    """What would fit when nothing does: the fewest GPUs of the largest memory sizes."""
+    sizes: dict[float, GpuSpec | None] = {}
+    for o in offers:
+        if o.gpu_count and o.gpu_memory_gb not in sizes:
+            sizes[o.gpu_memory_gb] = registry.spec(o.gpu)
+    if not sizes:
+        sizes = {80.0: registry.spec("H100-SXM")}
+    options = []
+    for mem in sorted(sizes, reverse=True)[:3]:
+        est = min_gpus(w, mem, sizes[mem])
+        if est is not None and est.layout is not None:
+            how = est.layout.describe()
+            options.append(f"{est.layout.n_gpus}x{mem:g} GB" + (f" with {how}" if how else ""))
+    if not options:
+        return "needs more than 1024 GPUs of any size offered"
+    return "needs " + " or ".join(options)

@@ -1,0 +1,112 @@
+"""Which offers meet a job's ``resources:`` block, and for those that don't, which
+requirement they miss (one short reason per offer).
+
+Pure filtering over offers handed in; it must not size workloads or rank anything.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cloudgpu.catalog.gpus import GpuRegistry
+from cloudgpu.catalog.offer import Offer
+from cloudgpu.spec.model import Resources
+
+# Catalog memory figures are snapped to the nearest known size (REFERENCE.md s1: within
+# ~7%), so a memory floor forgives a few percent.
+MEMORY_TOLERANCE = 0.97
+
+Check = Callable[[Offer], str]
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """The resources block compiled into checks; ``reason(offer)`` is "" when it passes."""
+
+    checks: tuple[Check, ...]
+
+    def reason(self, offer: Offer) -> str:
+        for check in self.checks:
+            why = check(offer)
+            if why:
+                return why
+        return ""
+
+
+def _gpu_checks(res: Resources, registry: GpuRegistry) -> list[Check]:
+    req = res.gpu
+    if req.cpu_only:
+        return [lambda o: f"has {o.gpu_count} GPU(s); job is CPU-only" if o.gpu_count else ""]
+    checks: list[Check] = [lambda o: "" if o.gpu_count > 0 else "no GPU"]
+    if req.name and not req.any_gpu:
+        names = registry.matches(req.name)
+        checks.append(lambda o: "" if o.gpu in names else f"GPU {o.gpu} is not {req.name}")
+    if req.count is not None:
+        count = req.count
+        checks.append(lambda o: "" if o.gpu_count == count else f"{o.gpu_count} GPUs, not {count}")
+    if req.min_memory_gb is not None:
+        floor = req.min_memory_gb
+        checks.append(
+            lambda o: (
+                ""
+                if o.gpu_memory_gb >= floor * MEMORY_TOLERANCE
+                else f"{o.gpu_memory_gb:g} GB per GPU < {floor:g} GB"
+            )
+        )
+    return checks
+
+
+def _floor(value: float | None, attr: Callable[[Offer], float], what: str) -> list[Check]:
+    if value is None:
+        return []
+    return [lambda o: "" if attr(o) >= value else f"{attr(o):g} {what} < {value:g}"]
+
+
+def _market_checks(res: Resources) -> list[Check]:
+    spot = str(res.spot).lower()
+    if spot == "true":
+        return [lambda o: "" if o.market == "spot" else "on-demand; job wants spot"]
+    if spot == "false":
+        return [lambda o: "" if o.market != "spot" else "spot; job wants on-demand"]
+    return []
+
+
+def _place_checks(res: Resources) -> list[Check]:
+    checks: list[Check] = []
+    if res.providers:
+        wanted = frozenset(res.providers)
+        checks.append(lambda o: "" if o.provider in wanted else f"provider {o.provider} not listed")
+    if res.regions:
+        pats = tuple(res.regions)
+        checks.append(
+            lambda o: (
+                ""
+                if any(fnmatch.fnmatchcase(o.region, p) for p in pats)
+                else f"region {o.region} matches none of {', '.join(pats)}"
+            )
+        )
+    if res.max_price is not None:
+        cap = res.max_price
+        checks.append(
+            lambda o: (
+                ""
+                if o.price_per_hour <= cap
+                else f"${o.price_per_hour:.2f}/h > max_price ${cap:g}/h"
+            )
+        )
+    return checks
+
+
+def compile_requirements(res: Resources, registry: GpuRegistry) -> Requirements:
+    """Checks in the order a user reads them: place and price first, then shape."""
+    checks = [
+        *_place_checks(res),
+        *_market_checks(res),
+        *_gpu_checks(res, registry),
+        *_floor(res.cpus, lambda o: o.vcpus, "vCPUs"),
+        *_floor(res.memory_gb, lambda o: o.memory_gb, "GB RAM"),
+        *_floor(res.local_nvme_gb, lambda o: o.nvme_gb, "GB local NVMe"),
+    ]
+    return Requirements(tuple(checks))

@@ -1,0 +1,281 @@
+"""The ``workload:`` block of job.yaml: its vocabulary, validation and defaults.
+
+The planner owns this vocabulary (cloudgpu.spec keeps the block as a raw mapping).
+Every mistake is one ConfigError naming the key and the expected form. This module
+only parses; it must not estimate anything.
+
+    workload:
+      kind: finetune        # train | finetune | lora | qlora | inference   (required)
+      model: llama-3-8b     # a bundled model, or params: 8B, or arch: {layers, hidden, ...}
+      tokens: 2B            # tokens to train on (training kinds: required)
+      precision: bf16       # bf16 | fp16 | fp32 | fp8 (inference also int8 | int4)
+      seq_len: 4096         # training sequence length / inference context (default 2048)
+      micro_batch: 1        # sequences per GPU per step
+      grad_accum: 1         # micro-steps per optimizer step (fewer gradient exchanges)
+      checkpointing: auto   # auto | none | selective | full | true (=full) | false (=none)
+      attention: flash      # flash | eager (eager keeps the a*s^2 attention scores)
+      optimizer: adamw      # adamw | adam | adam8bit | sgd | sgd_nomomentum
+      sharding: auto        # auto | ddp | zero1 | zero2 | zero3 | fsdp (=zero3)
+      tensor_parallel: 1    # Megatron-style tensor parallel degree inside a node
+      lora_rank: 16         # lora/qlora adapter rank (qlora default 64, as the QLoRA paper)
+      lora_targets: all     # all | attention (which linear layers get adapters)
+      mfu: 0.45             # override the model-FLOPs-utilisation default
+      # inference
+      batch: 1              # concurrent sequences
+      requests: 10000       # requests to serve, each input_tokens + output_tokens
+      input_tokens: 512
+      output_tokens: 256
+      # data
+      data_size: 200GB      # bytes to stage when the data block's size is not known
+      samples_per_s: 3000   # what one GPU consumes at full speed ...
+      bytes_per_sample: 110KB   # ... and the size of one sample: gives the data-stall estimate
+      cpu_samples_per_s: 100    # decode/augment rate of one vCPU (optional)
+      # spot
+      spot_interruptions_per_hour: 0.05
+      checkpoint_minutes: 30
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cloudgpu.errors import ConfigError
+from cloudgpu.planner.models import (
+    ModelArch,
+    arch_from_block,
+    arch_from_params,
+    lookup_model,
+    with_params,
+)
+
+KINDS = ("train", "finetune", "lora", "qlora", "inference")
+TRAIN_KINDS = ("train", "finetune", "lora", "qlora")
+PRECISIONS = ("bf16", "fp16", "fp32", "fp8", "int8", "int4")
+OPTIMIZERS = ("adamw", "adam", "adam8bit", "sgd", "sgd_nomomentum")
+SHARDINGS = ("auto", "ddp", "zero1", "zero2", "zero3", "fsdp")
+CHECKPOINTING = ("auto", "none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class Workload:
+    kind: str
+    arch: ModelArch
+    tokens: float = 0.0
+    precision: str = "bf16"
+    seq_len: int = 2048
+    micro_batch: int = 1
+    grad_accum: int = 1
+    checkpointing: str = "auto"
+    attention: str = "flash"
+    optimizer: str = "adamw"
+    sharding: str = "auto"
+    tensor_parallel: int = 1
+    lora_rank: int = 16
+    lora_targets: str = "all"
+    mfu: float | None = None
+    batch: int = 1
+    requests: float = 0.0
+    input_tokens: int = 512
+    output_tokens: int = 256
+    data_size: float = 0.0
+    samples_per_s: float = 0.0
+    bytes_per_sample: float = 0.0
+    cpu_samples_per_s: float = 0.0
+    spot_interruptions_per_hour: float = 0.05
+    checkpoint_minutes: float = 30.0
+
+    @property
+    def training(self) -> bool:
+        return self.kind in TRAIN_KINDS
+
+    @property
+    def adapters(self) -> bool:
+        return self.kind in ("lora", "qlora")
+
+
+# Keys a workload block may use: the Workload fields, with the model given as one of
+# model / params / arch.
+_KNOWN_KEYS = frozenset(f.name for f in dataclasses.fields(Workload)) | {
+    "model",
+    "params",
+    "arch",
+}
+
+
+_SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+_BYTES = {
+    "": 1,
+    "B": 1,
+    "KB": 1e3,
+    "MB": 1e6,
+    "GB": 1e9,
+    "TB": 1e12,
+    "PB": 1e15,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+    "TIB": 2**40,
+}
+
+
+def parse_count(value: Any, key: str) -> float:
+    """``2B``, ``500M``, ``1.5T``, ``8e9`` or a number."""
+    if isinstance(value, bool):
+        raise ConfigError(f"workload.{key}: expected a count such as 2B or 500M, got {value}")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ConfigError(f"workload.{key}: must not be negative")
+        return float(value)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([KMBGT]?)\s*", str(value), re.I)
+    if not m:
+        raise ConfigError(f"workload.{key}: expected a count such as 2B or 500M, got '{value}'")
+    return float(m.group(1)) * _SUFFIX[m.group(2).upper()]
+
+
+def parse_bytes(value: Any, key: str) -> float:
+    """``200GB``, ``1.5TB``, ``110KB``, ``512MiB`` or a number of bytes."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGTP]?I?B?)\s*", str(value), re.I)
+    if not m or m.group(2).upper() not in _BYTES:
+        raise ConfigError(f"workload.{key}: expected a size such as 200GB or 110KB, got '{value}'")
+    return float(m.group(1)) * _BYTES[m.group(2).upper()]
+
+
+def _int(raw: Mapping[str, Any], key: str, default: int, minimum: int = 1) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise ConfigError(f"workload.{key}: expected a whole number, got '{value}'")
+    if value < minimum:
+        raise ConfigError(f"workload.{key}: must be at least {minimum}")
+    return int(value)
+
+
+def _choice(raw: Mapping[str, Any], key: str, default: str, allowed: tuple[str, ...]) -> str:
+    value = str(raw.get(key, default)).lower().replace("-", "").replace("_", "")
+    for option in allowed:
+        if value == option.replace("_", ""):
+            return option
+    raise ConfigError(f"workload.{key}: expected one of {' | '.join(allowed)}, got '{value}'")
+
+
+def _float(raw: Mapping[str, Any], key: str, default: float) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ConfigError(f"workload.{key}: expected a non-negative number, got '{value}'")
+    return float(value)
+
+
+def _arch(raw: Mapping[str, Any]) -> ModelArch:
+    params = parse_count(raw["params"], "params") if "params" in raw else None
+    if "arch" in raw:
+        if not isinstance(raw["arch"], Mapping):
+            raise ConfigError("workload.arch: expected a mapping of layers, hidden, heads, ...")
+        return arch_from_block(dict(raw["arch"]), params)
+    if "model" in raw:
+        return with_params(lookup_model(str(raw["model"])), params)
+    if params is not None:
+        return arch_from_params(params)
+    raise ConfigError(
+        "workload: missing model, params or arch (the planner needs the model's size)",
+        hint="e.g. model: llama-3-8b, or params: 8B",
+    )
+
+
+def _checkpointing(raw: Mapping[str, Any]) -> str:
+    value = raw.get("checkpointing", "auto")
+    if value is True:
+        return "full"
+    if value is False:
+        return "none"
+    return _choice(raw, "checkpointing", "auto", CHECKPOINTING)
+
+
+def parse_workload(raw: Mapping[str, Any]) -> Workload:
+    """Validate the workload block and fill its defaults."""
+    unknown = sorted(set(raw) - _KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"workload: unknown key(s) {', '.join(unknown)}",
+            hint=f"known keys: {', '.join(sorted(_KNOWN_KEYS))}",
+        )
+    if "kind" not in raw:
+        raise ConfigError(f"workload: missing kind (one of {' | '.join(KINDS)})")
+    kind = _choice(raw, "kind", "", KINDS)
+    w = Workload(
+        kind=kind,
+        arch=_arch(raw),
+        tokens=parse_count(raw.get("tokens", 0), "tokens"),
+        precision=_choice(raw, "precision", "bf16", PRECISIONS),
+        seq_len=_int(raw, "seq_len", 2048),
+        micro_batch=_int(raw, "micro_batch", 1),
+        grad_accum=_int(raw, "grad_accum", 1),
+        checkpointing=_checkpointing(raw),
+        attention=_choice(raw, "attention", "flash", ("flash", "eager")),
+        optimizer=_choice(raw, "optimizer", "adamw", OPTIMIZERS),
+        sharding=_choice(raw, "sharding", "auto", SHARDINGS).replace("fsdp", "zero3"),
+        tensor_parallel=_int(raw, "tensor_parallel", 1),
+        lora_rank=_int(raw, "lora_rank", 64 if kind == "qlora" else 16),
+        lora_targets=_choice(raw, "lora_targets", "all", ("all", "attention")),
+        mfu=_mfu(raw),
+        batch=_int(raw, "batch", 1),
+        requests=parse_count(raw.get("requests", 0), "requests"),
+        input_tokens=_int(raw, "input_tokens", 512, 0),
+        output_tokens=_int(raw, "output_tokens", 256, 0),
+        data_size=parse_bytes(raw.get("data_size", 0), "data_size"),
+        samples_per_s=_float(raw, "samples_per_s", 0.0),
+        bytes_per_sample=parse_bytes(raw.get("bytes_per_sample", 0), "bytes_per_sample"),
+        cpu_samples_per_s=_float(raw, "cpu_samples_per_s", 0.0),
+        spot_interruptions_per_hour=_float(raw, "spot_interruptions_per_hour", 0.05),
+        checkpoint_minutes=_float(raw, "checkpoint_minutes", 30.0),
+    )
+    _check_consistent(w, raw)
+    return w
+
+
+def _mfu(raw: Mapping[str, Any]) -> float | None:
+    if "mfu" not in raw:
+        return None
+    value = raw["mfu"]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise ConfigError(f"workload.mfu: expected a fraction in (0, 1], got '{value}'")
+    return float(value)
+
+
+def _check_consistent(w: Workload, raw: Mapping[str, Any]) -> None:
+    """Contradictions and missing fields the estimate needs, each named."""
+    if w.kind == "qlora" and w.precision not in ("bf16", "fp16"):
+        raise ConfigError(
+            f"workload.precision: qlora keeps the base model in 4-bit NF4 and computes in "
+            f"bf16/fp16; precision: {w.precision} contradicts it",
+            hint="use precision: bf16, or kind: lora for a 16-bit base",
+        )
+    if w.training and w.precision in ("int8", "int4"):
+        raise ConfigError(
+            f"workload.precision: {w.precision} is for inference; training uses bf16, fp16,"
+            " fp32 or fp8 (for a 4-bit base use kind: qlora)"
+        )
+    if w.training and not w.tokens:
+        raise ConfigError(
+            f"workload.tokens: required for kind: {w.kind} (how many tokens to train on, e.g."
+            " tokens: 2B)"
+        )
+    if not w.training:
+        for key in ("optimizer", "sharding", "checkpointing", "lora_rank", "grad_accum"):
+            if key in raw:
+                raise ConfigError(f"workload.{key}: only applies to training, not kind: inference")
+        if not w.requests and not w.tokens:
+            raise ConfigError(
+                "workload: kind: inference needs requests (with input_tokens/output_tokens) or"
+                " tokens (output tokens to generate)"
+            )
+    if not w.adapters and ("lora_rank" in raw or "lora_targets" in raw):
+        raise ConfigError(f"workload.lora_rank: only applies to kind: lora or qlora, not {w.kind}")
+    if w.samples_per_s and not w.bytes_per_sample:
+        raise ConfigError("workload.bytes_per_sample: required with samples_per_s")
+    if w.arch.experts_active > w.arch.experts:
+        raise ConfigError("workload.arch: experts_active must not exceed experts")
