@@ -1,0 +1,156 @@
+"""`cloudgpu offers`: every provider's GPU offers in one filtered, ranked table.
+
+Thin: parses options into an OfferQuery, loads the catalog (files only: no provider
+plugin, no cloud SDK is imported), runs the query and prints one format.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import click
+
+from cloudgpu.catalog.catalog import (
+    DEFAULT_STALE_DAYS,
+    Catalog,
+    bundled_providers,
+    cached_providers,
+    load_catalog,
+)
+from cloudgpu.catalog.gpus import load_registry
+from cloudgpu.catalog.present import OFFER_COLUMNS, OFFER_KEYS, offer_record, render
+from cloudgpu.catalog.query import GROUPINGS, SORTS, OfferQuery, parse_amount, require_offers
+from cloudgpu.cli.context import App, get_app
+from cloudgpu.errors import ConfigError
+
+DEFAULT_LIMIT = 30
+
+
+def split_list(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Repeated and comma-separated option values, in order, without duplicates."""
+    out = [v.strip() for raw in values for v in raw.split(",") if v.strip()]
+    return tuple(dict.fromkeys(out))
+
+
+def output_format(as_json: bool, as_csv: bool, as_md: bool) -> str:
+    chosen = [n for n, on in (("json", as_json), ("csv", as_csv), ("markdown", as_md)) if on]
+    if len(chosen) > 1:
+        raise ConfigError(f"choose one output format, not {' and '.join('--' + c for c in chosen)}")
+    return chosen[0] if chosen else "table"
+
+
+def stale_days(app: App, override: float | None) -> float:
+    if override is not None:
+        return override
+    value = app.config.defaults().get("stale_after_days", DEFAULT_STALE_DAYS)
+    if not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(
+            f"{app.paths.config_file}: defaults.stale_after_days: expected a positive number"
+        )
+    return float(value)
+
+
+def load_for(app: App, providers: tuple[str, ...], stale: float | None) -> Catalog:
+    """The catalog restricted to ``providers`` or, by default, to config defaults.providers."""
+    known = set(bundled_providers()) | set(cached_providers(app.paths))
+    unknown = [p for p in providers if p not in known]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+        raise ConfigError(
+            f"--provider {unknown[0]}: no offers known for it "
+            f"(catalog has {', '.join(sorted(known))})",
+            hint=f"did you mean {close[0]}?" if close else None,
+        )
+    default = app.config.defaults().get("providers")
+    names = providers or (tuple(default) if isinstance(default, list) and default else None)
+    return load_catalog(app.paths, names, stale_after_days=stale_days(app, stale))
+
+
+def _market(spot: bool, on_demand: bool) -> str | None:
+    if spot and on_demand:
+        raise ConfigError("--spot and --on-demand contradict each other; give one or neither")
+    return "spot" if spot else "on_demand" if on_demand else None
+
+
+def build_query(opts: dict[str, Any]) -> OfferQuery:
+    def amount(key: str, what: str) -> Any:
+        return parse_amount(opts[key], what) if opts[key] is not None else None
+
+    mem_floor = opts["min_gpu_memory"]
+    nvme = opts["nvme"]
+    limit = opts["limit"]
+    return OfferQuery(
+        gpu=opts["gpu"],
+        gpus=amount("gpus", "--gpus"),
+        min_gpu_memory=parse_amount(mem_floor, "--min-gpu-memory").value if mem_floor else None,
+        cpus=amount("cpus", "--cpus"),
+        memory=amount("memory", "--memory"),
+        nvme_gb=parse_amount(nvme, "--nvme").value if nvme else None,
+        market=_market(opts["spot"], opts["on_demand"]),
+        providers=split_list(opts["provider"]),
+        regions=split_list(opts["region"]),
+        max_price=opts["max_price"],
+        sort=opts["sort"],
+        cheapest_per=opts["cheapest_per"],
+        limit=None if limit == 0 else limit,
+        include_non_gpu=opts["all_accelerators"],
+    )
+
+
+@click.command("offers")
+@click.option("--gpu", help="GPU name, family or alias (H100, a100-80gb), NAME:COUNT, or 24GB+.")
+@click.option("--gpus", help="GPUs per instance: N (exactly) or N+ (at least).")
+@click.option("--min-gpu-memory", help="At least this much memory per GPU, in GB (e.g. 40).")
+@click.option("--cpus", help="vCPUs: N (exactly) or N+ (at least).")
+@click.option("--memory", help="RAM in GB: N (exactly) or N+ (at least), e.g. 128GB+.")
+@click.option("--nvme", help="At least this much local NVMe in total, in GB (e.g. 500).")
+@click.option("--spot", is_flag=True, help="Spot/preemptible offers only.")
+@click.option("--on-demand", is_flag=True, help="On-demand offers only.")
+@click.option("--provider", multiple=True, help="Only these providers (repeat or comma-separate).")
+@click.option("--region", multiple=True, help="Region or zone glob, e.g. 'us-*' (repeatable).")
+@click.option("--max-price", type=float, help="At most this many USD per instance-hour.")
+@click.option("--sort", type=click.Choice(SORTS), default="price", show_default=True)
+@click.option("--cheapest-per", type=click.Choice(GROUPINGS), help="Keep the best offer per group.")
+@click.option(
+    "--limit", type=click.IntRange(min=0), default=DEFAULT_LIMIT, show_default=True,
+    help="Rows to show; 0 = all.",
+)  # fmt: skip
+@click.option(
+    "--all-accelerators", is_flag=True,
+    help="Include non-GPU accelerators (Inferentia, Trainium, Gaudi, FPGAs).",
+)  # fmt: skip
+@click.option(
+    "--stale-days", type=click.FloatRange(min=0, min_open=True),
+    help="Mark prices older than this many days as stale (default 30, or the config's).",
+)  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (a list of objects).")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
+@click.option("--markdown", "as_md", is_flag=True, help="Print a Markdown table.")
+def offers(**opts: Any) -> None:
+    """Compare GPU offers across providers: price, GPU, CPU, RAM, NVMe, $/GPU-hour.
+
+    Works offline from the bundled, dated snapshot; `cloudgpu catalog refresh` replaces
+    a provider's snapshot with live prices. Stale prices are marked in every format.
+    """
+    fmt = output_format(opts.pop("as_json"), opts.pop("as_csv"), opts.pop("as_md"))
+    query = build_query(opts)
+    app = get_app()
+    registry = load_registry()
+    catalog = load_for(app, query.providers, opts["stale_days"])
+    rows = require_offers(catalog.offers, query, registry)
+    records = [offer_record(o, catalog, registry) for o in rows]
+    click.echo(render(records, fmt, OFFER_COLUMNS, OFFER_KEYS))
+    if fmt in ("table", "markdown"):
+        click.echo(_footer(catalog, records), err=True)
+
+
+def _footer(catalog: Catalog, records: list[dict[str, Any]]) -> str:
+    shown = sorted({r["provider"] for r in records})
+    parts = []
+    for name in shown:
+        info = catalog.sources[name]
+        where = "refreshed" if info.from_cache else "snapshot"
+        mark = " STALE" if info.stale else ""
+        parts.append(f"{name}: {where} {info.observed_at[:10]} ({info.age_days:.0f} d){mark}")
+    return f"{len(records)} offers shown. Prices: " + "; ".join(parts)
