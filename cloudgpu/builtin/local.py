@@ -1,0 +1,186 @@
+"""The `local` provider: run jobs on this machine, in a workspace under the data dir.
+
+An "instance" is a directory ``<data>/local/<id>/`` holding ``instance.json`` (its
+record: tags, deadline, state) and ``nvme/`` (the scratch dir the job sees as its local
+NVMe, exported as ``$CLOUDGPU_NVME``). It has no SSH (capability ``remote=False``): the
+lifecycle runs commands through cloudgpu.remote's LocalMachine. Terminating stops every
+process carrying the instance's id in its environment and removes the workspace.
+
+Enabled by default: it is what runs a job when no cloud is configured. Config
+``[providers.local]``: ``enabled = false`` to turn it off, ``price_per_hour`` to give
+this machine a cost (default 0). It never powers the machine off or touches anything
+outside its workspace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+from cloudgpu.builtin import hostinfo
+from cloudgpu.builtin.procs import stop_tagged
+from cloudgpu.catalog.offer import Offer
+from cloudgpu.errors import ConfigError
+from cloudgpu.provider import (
+    Availability,
+    Capabilities,
+    CreateRequest,
+    Instance,
+    InstanceState,
+    Provider,
+)
+
+INSTANCE_TYPE = "local"
+RECORD = "instance.json"
+
+
+class LocalProvider(Provider):
+    name: ClassVar[str] = "local"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        remote=False, local_nvme=True, idempotent_create=True, billing_granularity_s=1
+    )
+
+    @property
+    def root(self) -> Path:
+        return self.ctx.paths.data_dir / "local"
+
+    def availability(self) -> Availability:
+        if self.ctx.config.get("enabled", True) is False:
+            return Availability(False, "disabled in config ([providers.local] enabled = false)")
+        return Availability(True, "this machine (enabled by default)")
+
+    def _price(self) -> float:
+        price = self.ctx.config.get("price_per_hour", 0.0)
+        if not isinstance(price, int | float) or isinstance(price, bool) or price < 0:
+            raise ConfigError("providers.local.price_per_hour: expected a number >= 0")
+        return float(price)
+
+    def offers(self) -> list[Offer]:
+        gpu = hostinfo.local_gpus()
+        observed = datetime.fromtimestamp(self.ctx.clock(), UTC).isoformat(timespec="seconds")
+        return [
+            Offer(
+                provider=self.name,
+                instance_type=INSTANCE_TYPE,
+                region="local",
+                zone="",
+                market="on_demand",
+                gpu=gpu.name,
+                gpu_count=gpu.count,
+                gpu_memory_gb=gpu.memory_gb,
+                vcpus=float(hostinfo.vcpus()),
+                memory_gb=hostinfo.memory_gb(),
+                price_per_hour=self._price(),
+                nvme_count=1,
+                nvme_size_gb=hostinfo.free_gb(self.root),
+                price_source="config:providers.local" if self._price() else "local:free",
+                observed_at=observed,
+            )
+        ]
+
+    # -- instances -------------------------------------------------------------------
+
+    def create(self, request: CreateRequest) -> Instance:
+        self.root.mkdir(parents=True, exist_ok=True)
+        token = request.idempotency_token
+        if token:
+            for inst in self._all():
+                if inst.extra.get("idempotency_token") == token:
+                    return inst
+        iid = f"local-{request.name}-{os.urandom(3).hex()}"
+        work = self.root / iid
+        (work / "nvme").mkdir(parents=True)
+        record = {
+            "id": iid,
+            "tags": dict(request.tags),
+            "deadline": request.deadline,
+            "launched_at": self.ctx.clock(),
+            "idempotency_token": token,
+            "price_per_hour": request.offer.price_per_hour,
+            "state": InstanceState.RUNNING.value,
+        }
+        _write_json(work / RECORD, record)
+        return self._instance(work, record)
+
+    def describe(self, instance_id: str) -> Instance:
+        work = self.root / instance_id
+        record = _read_json(work / RECORD) if _safe_id(instance_id) else None
+        if record is None:
+            return Instance(instance_id, self.name, InstanceState.TERMINATED, INSTANCE_TYPE)
+        deadline = record.get("deadline")
+        if deadline is not None and self.ctx.clock() > float(deadline):
+            # Past its deadline the instance is gone, whoever looks first cleans up.
+            self.terminate(instance_id)
+            return Instance(instance_id, self.name, InstanceState.TERMINATED, INSTANCE_TYPE)
+        return self._instance(work, record)
+
+    def list_instances(self, tags: Mapping[str, str]) -> list[Instance]:
+        out = []
+        for inst in self._all():
+            live = self.describe(inst.id)
+            if live.state.is_gone:
+                continue
+            if all(live.tags.get(k) == v for k, v in tags.items()):
+                out.append(live)
+        return out
+
+    def terminate(self, instance_id: str) -> None:
+        if not _safe_id(instance_id):
+            return
+        stop_tagged(instance_id, sleep=self.ctx.sleep)
+        work = self.root / instance_id
+        if work.exists():
+            # Drop the record first: a half-removed workspace must not look alive.
+            (work / RECORD).unlink(missing_ok=True)
+            shutil.rmtree(work, ignore_errors=True)
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _all(self) -> list[Instance]:
+        if not self.root.is_dir():
+            return []
+        out = []
+        for work in sorted(self.root.iterdir()):
+            record = _read_json(work / RECORD)
+            if record is not None:
+                out.append(self._instance(work, record))
+        return out
+
+    def _instance(self, work: Path, record: Mapping[str, Any]) -> Instance:
+        return Instance(
+            id=str(record["id"]),
+            provider=self.name,
+            state=InstanceState(record.get("state", "running")),
+            instance_type=INSTANCE_TYPE,
+            region="local",
+            tags=dict(record.get("tags", {})),
+            price_per_hour=float(record.get("price_per_hour", 0.0)),
+            launched_at=record.get("launched_at"),
+            nvme_mount=str(work / "nvme"),
+            workdir=str(work),
+            extra={"idempotency_token": record.get("idempotency_token", "")},
+        )
+
+
+def _safe_id(instance_id: str) -> bool:
+    return bool(instance_id) and "/" not in instance_id and instance_id not in (".", "..")
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_json(path: Path, data: Mapping[str, Any]) -> None:
+    # Write-then-rename so a crash never leaves a torn record.
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)

@@ -1,0 +1,170 @@
+"""`cloudgpu launch job.yaml`: pick the cheapest fitting offer, run the job, tear down.
+
+Exit status: the job's own exit code when its setup or run fails; otherwise 0, or one of
+cloudgpu.errors' EXIT_* codes for failures before the run (2 bad input / nothing fits,
+4 provider, 5 SSH, 6 a limit stopped the job, 130 interrupted). Thin: the lifecycle
+lives in cloudgpu.lifecycle.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from cloudgpu import remote
+from cloudgpu.catalog import load_catalog, load_registry
+from cloudgpu.catalog.offer import Offer
+from cloudgpu.cli.context import App, get_app
+from cloudgpu.errors import ConfigError
+from cloudgpu.lifecycle import detach, states
+from cloudgpu.lifecycle.deps import Deps
+from cloudgpu.lifecycle.launch import (
+    create_job,
+    gather_offers,
+    new_job_id,
+    owner,
+    rank_offers,
+)
+from cloudgpu.lifecycle.output import PREFIX, JobLog
+from cloudgpu.lifecycle.run import JobRun, LaunchOptions
+from cloudgpu.lifecycle.select import Ranking, describe_offer
+from cloudgpu.spec import JobSpec, load_job
+
+SHOWN = 5  # candidates printed before launching
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C: unwind through teardown."""
+
+
+@contextmanager
+def teardown_on_signals() -> Iterator[None]:
+    """SIGINT/SIGTERM raise once; a second one while tearing down is only reported."""
+    fired: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if fired:
+            print(f"{PREFIX}still tearing down; please wait", file=sys.stderr, flush=True)
+            return
+        fired.append(signum)
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for s in old:
+            signal.signal(s, handler)
+    except ValueError:  # not the main thread (e.g. inside a test runner thread)
+        yield
+        return
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _catalog(app: App) -> Callable[[Sequence[str]], list[Offer]]:
+    return lambda names: load_catalog(app.paths, names, warn=None).offers
+
+
+def _show_plan(job: JobSpec, ranking: Ranking, notes: list[str]) -> None:
+    total = len(ranking.fits) + len(ranking.rejected)
+    click.echo(f"{job.name}: {len(ranking.fits)} of {total} offer(s) fit; cheapest first:")
+    for i, offer in enumerate(ranking.fits[:SHOWN], 1):
+        click.echo(f"  {i}. {describe_offer(offer)}{'   <- launch' if i == 1 else ''}")
+    if len(ranking.fits) > SHOWN:
+        click.echo(f"  ... {len(ranking.fits) - SHOWN} more (used if these have no capacity)")
+    for note in notes:
+        click.echo(f"  (skipped {note})")
+
+
+@click.command("launch")
+@click.argument("job_file", type=click.Path(dir_okay=False))
+@click.option("--dry-run", is_flag=True, help="Show what would be launched, then stop.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--detach", "-d", is_flag=True, help="Continue in the background.")
+@click.option("--keep", is_flag=True, help="Leave the instance running after the job.")
+@click.option("--foreground-of", hidden=True, default=None, help="internal: run a detached job")
+def launch(
+    job_file: str, dry_run: bool, yes: bool, detach: bool, keep: bool, foreground_of: str | None
+) -> None:
+    """Plan, provision, stage data, run JOB_FILE with live logs, collect outputs, tear down."""
+    app = get_app()
+    job = load_job(job_file)
+    gathered = gather_offers(job, app.registry.names(), app.registry.get, _catalog(app))
+    ranking = rank_offers(job, gathered, load_registry())
+    if foreground_of is None:
+        _show_plan(job, ranking, gathered.notes)
+    if dry_run:
+        click.echo("dry run: nothing launched")
+        return
+    if not (yes or foreground_of):
+        if not sys.stdin.isatty():
+            raise ConfigError("launching costs money: confirm with --yes when not interactive")
+        click.confirm(f"Launch on {describe_offer(ranking.fits[0])}?", abort=True)
+    store = app.store()
+    job_id = foreground_of or new_job_id(job.name)
+    log_path = app.paths.logs_dir / f"{job_id}.log"
+    if foreground_of is None:
+        create_job(store, job, job_id, str(log_path))
+    if detach:
+        pid = detach_spawn(app, job_file, job_id, keep, log_path)
+        store.update_job(job_id, pid=pid)
+        click.echo(f"job {job_id} continues in the background (pid {pid})")
+        click.echo(f"  follow: cloudgpu logs {job_id} -f    stop: cloudgpu down {job_id}")
+        return
+    click.echo(f"job {job_id}  (log: {log_path})", err=True)
+    rc = _run(app, job, job_id, ranking.fits, keep, log_path, terminal=foreground_of is None)
+    if rc:
+        sys.exit(rc)
+
+
+def detach_spawn(app: App, job_file: str, job_id: str, keep: bool, log_path: Path) -> int:
+    return detach.spawn(detach.launch_argv(job_file, job_id, keep), app.env, log_path)
+
+
+def _run(
+    app: App,
+    job: JobSpec,
+    job_id: str,
+    offers: list[Offer],
+    keep: bool,
+    log_path: Path,
+    *,
+    terminal: bool,
+) -> int:
+    sink = JobLog(log_path, terminal=terminal)
+    deps = Deps(
+        store=app.store(),
+        provider=app.registry.get,
+        paths=app.paths,
+        sink=sink,
+        owner=owner(),
+        connect=remote.connect,
+        env=app.env,
+    )
+    try:
+        with teardown_on_signals():
+            rc = JobRun(deps, job_id, job, offers, LaunchOptions(keep=keep)).execute()
+        _maybe_reaper(app, job, job_id, keep, log_path)
+        return rc
+    except BaseException:
+        _maybe_reaper(app, job, job_id, keep, log_path)
+        raise
+    finally:
+        sink.close()
+
+
+def _maybe_reaper(app: App, job: JobSpec, job_id: str, keep: bool, log_path: Path) -> None:
+    idle = job.limits.idle_timeout_s
+    if not (keep and idle):
+        return
+    store = app.store()
+    if store.job(job_id).state == states.KEPT:
+        detach.spawn(detach.reaper_argv(job_id, idle), app.env, log_path)

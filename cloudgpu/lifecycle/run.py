@@ -1,0 +1,247 @@
+"""One job from provision to teardown: the lifecycle's main loop.
+
+    provision -> SSH ready -> bootstrap (NVMe, deadline) -> stage data -> setup -> run
+      -> collect outputs -> teardown (always; verified; spend recorded)
+
+A spot preemption notice during the run flushes the checkpoint dir back, tears the lost
+instance down, excludes its offer, provisions the next one and resumes from the
+checkpoint. Teardown happens in ``finally``: on success, failure, exception, Ctrl-C or
+SIGTERM, unless the caller asked to keep the instance. This module decides nothing by
+provider name: only Capabilities.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cloudgpu.catalog.offer import Offer
+from cloudgpu.errors import JobError, LimitExceeded
+from cloudgpu.lifecycle import billing, states, watch
+from cloudgpu.lifecycle.bootstrap import INSTANCE_ENV, bootstrap
+from cloudgpu.lifecycle.deps import Deps
+from cloudgpu.lifecycle.keys import ensure_keypair
+from cloudgpu.lifecycle.provision import Provisioned, provision
+from cloudgpu.lifecycle.stage import (
+    checkpoint_dir,
+    collect_outputs,
+    flush_checkpoint,
+    restore_checkpoint,
+    stage_data,
+)
+from cloudgpu.lifecycle.teardown import job_cost, teardown_instance, teardown_job
+from cloudgpu.provider import Capabilities
+from cloudgpu.remote import Machine
+from cloudgpu.spec.model import JobSpec
+
+DEADLINE_GRACE_S = 300.0  # past max_runtime, for collecting outputs and teardown
+DEFAULT_EXPIRY_S = 24 * 3600.0  # tag expiry when the job sets no max_runtime
+MAX_PREEMPTIONS = 5
+
+
+@dataclass
+class LaunchOptions:
+    keep: bool = False
+    grace_s: float = DEADLINE_GRACE_S
+
+
+class JobRun:
+    """Drives one job; ``execute`` returns the job's exit code or raises."""
+
+    def __init__(
+        self,
+        deps: Deps,
+        job_id: str,
+        job: JobSpec,
+        offers: Sequence[Offer],
+        options: LaunchOptions | None = None,
+    ) -> None:
+        self.deps = deps
+        self.job_id = job_id
+        self.job = job
+        self.offers = list(offers)
+        self.opts = options or LaunchOptions()
+        self.started_at = deps.clock()
+        lim = job.limits.max_runtime_s
+        self.deadline = self.started_at + lim + self.opts.grace_s if lim else None
+        self.expires = self.deadline or self.started_at + DEFAULT_EXPIRY_S
+        self.key_file, self.public_key = ensure_keypair(deps.paths.keys_dir)
+        self.ckpt_local = checkpoint_dir(deps.paths.data_dir, job_id)
+        # What finished instances cost, and the live one: kept in memory because the
+        # watcher thread must not touch the store (one SQLite connection per thread).
+        self.spent = 0.0
+        self.live: tuple[float, float, Capabilities] | None = None  # launched, $/h, caps
+        self.watcher = watch.Watcher(deps, job_id, job.limits, self.started_at, self.cost_now)
+
+    def cost_now(self) -> float:
+        live = self.live
+        if live is None:
+            return self.spent
+        launched, price, caps = live
+        return self.spent + billing.cost(
+            price, billing.billed_seconds(launched, self.deps.clock(), caps)
+        )
+
+    def state(self, state: str, **fields: object) -> None:
+        self.deps.store.update_job(self.job_id, state=state, **fields)
+        self.deps.store.add_event(self.job_id, "state", state)
+
+    def execute(self) -> int:
+        keep = False
+        try:
+            self.state(states.PROVISIONING, pid=os.getpid())
+            rc = self._attempts()
+            keep = self.opts.keep
+            return self._finish(rc)
+        except BaseException as exc:
+            final = states.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else states.FAILED
+            if isinstance(exc, LimitExceeded):
+                final = states.STOPPED
+            self.deps.store.update_job(self.job_id, state=final, error=str(exc)[:500])
+            keep = self.opts.keep and isinstance(exc, JobError)
+            raise
+        finally:
+            self.watcher.close()
+            self._end(keep)
+
+    def _attempts(self) -> int:
+        excluded: set[str] = set()
+        resumed = False
+        for _ in range(MAX_PREEMPTIONS + 1):
+            got = provision(
+                self.deps,
+                self.job_id,
+                self.job,
+                self.offers,
+                public_key=self.public_key,
+                deadline=self.deadline,
+                expires=self.expires,
+                excluded=excluded,
+            )
+            self.deps.store.update_job(
+                self.job_id, provider=got.offer.provider, instance_type=got.offer.instance_type
+            )
+            rec = self.deps.store.instance(got.record_id)
+            self.live = (
+                rec.launched_at or self.deps.clock(),
+                rec.price_per_hour,
+                got.provider.capabilities,
+            )
+            self.watcher.watch(got)
+            rc = self._on_instance(got, resumed)
+            if self.watcher.reason != watch.PREEMPTED:
+                return rc
+            self._preempted(got, excluded)
+            resumed = True
+        raise LimitExceeded(f"preempted {MAX_PREEMPTIONS + 1} times; giving up")
+
+    def _preempted(self, got: Provisioned, excluded: set[str]) -> None:
+        rec = self.deps.store.instance(got.record_id)
+        self.deps.store.add_event(self.job_id, "preempted", self.watcher.detail, rec.id)
+        self.live = None
+        self.spent += teardown_instance(self.deps, rec, final_state=states.I_PREEMPTED)
+        excluded.add(got.offer.key)
+        self.deps.sink.info(f"re-provisioning without {got.offer.key}")
+        self.watcher.reset()
+
+    def _connect(self, got: Provisioned) -> Machine:
+        def pinned(label: str, fp: str) -> None:
+            self.deps.sink.info(f"host key of {label} pinned on first use: {fp}")
+
+        key = None if got.instance.ssh and got.instance.ssh.key_file else self.key_file
+        return self.deps.connect(
+            got.instance,
+            known_hosts=self.deps.known_hosts,
+            key_file=key,
+            timeout=self.deps.ssh_timeout,
+            on_new_host_key=pinned,
+        )
+
+    def _on_instance(self, got: Provisioned, resumed: bool) -> int:
+        self.state(states.BOOTSTRAPPING)
+        machine = self._connect(got)
+        try:
+            caps = got.provider.capabilities
+            self.deps.sink.info(bootstrap(machine, got.instance.id, caps, self.deadline))
+            self.state(states.STAGING)
+            stage_data(machine, self.job, self.deps.sink, self.deps.paths.cache_dir, self.deps.env)
+            if resumed:
+                restore_checkpoint(machine, self.job, self.ckpt_local, self.deps.sink)
+            rc = self._commands(machine, got)
+            if self.watcher.reason == watch.PREEMPTED:
+                flush_checkpoint(machine, self.job, self.ckpt_local, self.deps.sink)
+                return rc
+            if self.job.outputs:
+                self.state(states.COLLECTING)
+                collect_outputs(machine, self.job, self.deps.sink)
+            return rc
+        finally:
+            machine.close()
+
+    def _commands(self, machine: Machine, got: Provisioned) -> int:
+        env = {
+            **self.job.env,
+            "CLOUDGPU_JOB": self.job_id,
+            INSTANCE_ENV: got.instance.id,
+            "CLOUDGPU_NVME": machine.nvme_path,
+        }
+        if self.job.checkpoint:
+            env["CLOUDGPU_CHECKPOINT"] = self.job.checkpoint
+        for step, command in ((states.SETUP, self.job.setup), (states.RUNNING, self.job.run)):
+            if not command.strip() or self.watcher.reason:
+                continue
+            self.state(step)
+            self.deps.sink.info(f"{'setup' if step == states.SETUP else 'run'}: starting")
+            rc = machine.run(
+                command,
+                env=env,
+                stop=self.watcher.stop,
+                on_stdout=self.deps.sink.job_output,
+                on_stderr=lambda b: self.deps.sink.job_output(b, stderr=True),
+            )
+            if rc != 0 and step == states.SETUP and not self.watcher.reason:
+                raise JobError(
+                    f"job {self.job_id}: setup failed with exit code {rc}; log: {self._log_path()}",
+                    exit_code=rc,
+                )
+            if step == states.RUNNING:
+                return rc
+        return 0
+
+    def _finish(self, rc: int) -> int:
+        reason = self.watcher.reason
+        if reason in (watch.MAX_RUNTIME, watch.MAX_COST):
+            self.deps.store.update_job(self.job_id, exit_code=rc)
+            raise LimitExceeded(
+                f"job {self.job_id} stopped: {self.watcher.detail}; instance torn down, "
+                f"log: {self._log_path()}"
+            )
+        self.deps.store.update_job(
+            self.job_id, exit_code=rc, state=states.SUCCEEDED if rc == 0 else states.FAILED
+        )
+        if rc != 0:
+            raise JobError(
+                f"job {self.job_id}: run failed with exit code {rc}; log: {self._log_path()}",
+                exit_code=rc,
+            )
+        return 0
+
+    def _end(self, keep: bool) -> None:
+        if keep and self.deps.store.instances(self.job_id, live_only=True):
+            self.deps.store.update_job(self.job_id, state=states.KEPT)
+            self.deps.sink.info(
+                f"instance kept (--keep): `cloudgpu ssh {self.job_id}`, "
+                f"`cloudgpu down {self.job_id}` when done"
+            )
+            return
+        self.deps.store.add_event(self.job_id, "state", states.TEARING_DOWN)
+        failures = teardown_job(self.deps, self.job_id)
+        cost = job_cost(self.deps, self.job_id)
+        self.deps.sink.info(f"total cost ${cost:.4f}")
+        if failures:
+            self.deps.store.update_job(self.job_id, error="teardown failed: " + failures[0])
+
+    def _log_path(self) -> Path | str:
+        return self.deps.store.job(self.job_id).log_path

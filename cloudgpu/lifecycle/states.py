@@ -1,0 +1,61 @@
+"""Job and instance state names the lifecycle writes to the store, and liveness checks.
+
+A job is *live* while the process driving it is alive and it has not finished, or while
+its instance is deliberately kept (``--keep``). `down --orphans` removes instances of
+jobs that are not live. Reads and writes nothing itself.
+"""
+
+from __future__ import annotations
+
+import os
+
+from cloudgpu.state.store import JobRecord
+
+# Job states, in lifecycle order.
+PENDING = "pending"
+PROVISIONING = "provisioning"
+BOOTSTRAPPING = "bootstrapping"
+STAGING = "staging"
+SETUP = "setup"
+RUNNING = "running"
+COLLECTING = "collecting"
+TEARING_DOWN = "tearing_down"
+# Final states (KEPT: finished, instance intentionally left running).
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+INTERRUPTED = "interrupted"
+STOPPED = "stopped"  # a limit or `cloudgpu down` ended it
+KEPT = "kept"
+
+ACTIVE = (PENDING, PROVISIONING, BOOTSTRAPPING, STAGING, SETUP, RUNNING, COLLECTING, TEARING_DOWN)
+FINAL = (SUCCEEDED, FAILED, INTERRUPTED, STOPPED)
+
+# Instance states in the store (provider states plus the ones only we know).
+I_REQUESTED = "requested"  # recorded, create call not yet answered
+I_RUNNING = "running"
+I_TERMINATED = "terminated"
+I_PREEMPTED = "preempted"
+I_LIVE_EXCLUDE = ("terminated", "preempted")
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0:1] != ["Z"]
+    except OSError:
+        return True  # no /proc (macOS): signal 0 said it exists
+
+
+def job_is_live(job: JobRecord) -> bool:
+    """Does something still own this job's instances?"""
+    if job.state == KEPT:
+        return True
+    return job.state in ACTIVE and pid_alive(job.pid)

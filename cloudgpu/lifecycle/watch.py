@@ -1,0 +1,109 @@
+"""A thread that watches a running job: limits, spot preemption notices, vanished instances.
+
+When something must end the job it records why in ``reason`` and sets ``stop``, which
+Machine.run honours by killing the job's process group. It polls about once a second:
+preemption notices give two minutes or less (AWS) and ~30 s (GCP), so seconds matter.
+It never tears anything down itself; the lifecycle does, on the main thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from cloudgpu.errors import CloudGPUError
+from cloudgpu.lifecycle.deps import Deps
+from cloudgpu.lifecycle.provision import Provisioned
+from cloudgpu.spec.model import Limits
+
+POLL_S = 1.0
+DESCRIBE_EVERY = 10  # polls between describe() calls (vanished-instance check)
+
+MAX_RUNTIME = "max_runtime"
+MAX_COST = "max_cost"
+PREEMPTED = "preempted"
+
+
+class Watcher:
+    def __init__(
+        self,
+        deps: Deps,
+        job_id: str,
+        limits: Limits,
+        started_at: float,
+        cost_so_far: Callable[[], float],
+    ) -> None:
+        self.deps = deps
+        self.job_id = job_id
+        self.limits = limits
+        self.started_at = started_at
+        self.cost_so_far = cost_so_far
+        self.stop = threading.Event()
+        self.reason: str | None = None
+        self.detail = ""
+        self._target: Provisioned | None = None
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, target: Provisioned) -> None:
+        """Start (or retarget after re-provisioning) watching ``target``."""
+        self._target = target
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="cloudgpu-watch", daemon=True)
+            self._thread.start()
+
+    def close(self) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def reset(self) -> None:
+        """Clear a handled preemption so the next instance can be watched."""
+        self.reason, self.detail = None, ""
+        self.stop.clear()
+
+    def trip(self, reason: str, detail: str) -> None:
+        if self.reason is None:
+            self.reason, self.detail = reason, detail
+            self.deps.sink.info(detail)
+            self.stop.set()
+
+    def _loop(self) -> None:
+        n = 0
+        while not self._done.wait(POLL_S):
+            n += 1
+            if self.reason is not None:
+                continue
+            try:
+                self.check(describe=n % DESCRIBE_EVERY == 0)
+            except CloudGPUError as exc:  # a failed poll is retried, never fatal
+                self.deps.sink.info(f"watch: {exc}")
+            except Exception as exc:  # a bug here must not kill the watch
+                self.deps.sink.info(f"watch: internal error {type(exc).__name__}: {exc}")
+
+    def check(self, describe: bool = False) -> None:
+        now = self.deps.clock()
+        lim = self.limits
+        if lim.max_runtime_s and now - self.started_at >= lim.max_runtime_s:
+            self.trip(MAX_RUNTIME, f"max_runtime {lim.max_runtime_s:g} s reached: stopping")
+            return
+        if lim.max_cost is not None:
+            spent = self.cost_so_far()
+            if spent >= lim.max_cost:
+                self.trip(
+                    MAX_COST, f"max_cost ${lim.max_cost:.2f} reached (${spent:.4f}): stopping"
+                )
+                return
+        t = self._target
+        if t is None:
+            return
+        if t.provider.capabilities.preemption_notice:
+            at = t.provider.preemption_notice(t.instance)
+            if at is not None:
+                self.trip(
+                    PREEMPTED,
+                    f"spot preemption notice for {t.instance.id} (in {max(0.0, at - now):.0f} s)",
+                )
+                return
+        if describe and t.provider.describe(t.instance.id).state.is_gone:
+            self.trip(PREEMPTED, f"instance {t.instance.id} vanished")

@@ -1,0 +1,104 @@
+#!/bin/sh
+# cloudgpu instance bootstrap: prepare local NVMe at $CLOUDGPU_NVME and arm the deadline.
+#
+# Run by the lifecycle as `sh -c "$(cat bootstrap.sh)" bootstrap` with these variables:
+#   CLOUDGPU_NVME       where the job expects local NVMe (/nvme on real machines)
+#   CLOUDGPU_INSTANCE   the instance id every job process carries in its environment
+#   CLOUDGPU_DEADLINE   unix seconds; at that time the job's processes are stopped (empty: none)
+#   CLOUDGPU_DISPOSABLE 1: the machine is a fresh VM made for this job (provider capability
+#                       `disposable`): its empty NVMe disks may be formatted and it is powered
+#                       off at the deadline. Never set for machines the user owns, this
+#                       computer, or simulated instances sharing a host.
+#
+# NVMe: on a disposable machine where we are root and $CLOUDGPU_NVME is not mounted yet, every
+# local NVMe disk that has no partitions, filesystem or mount is put into one RAID0 array
+# (or used directly when there is one), formatted ext4 and mounted there. Elsewhere (this
+# computer, a simulated instance, a machine without spare NVMe) it is a plain directory.
+# Prints "nvme=<path> free_gb=<n> devices=<n>" last; exit 0 on success.
+set -eu
+
+NVME="${CLOUDGPU_NVME:-/nvme}"
+DEVICES=0
+
+nvme_candidates() {
+    # Whole NVMe disks with no partitions, no filesystem signature and not mounted.
+    command -v lsblk >/dev/null 2>&1 || return 0
+    lsblk -dpno NAME,TYPE 2>/dev/null | while read -r dev type; do
+        case "$dev" in /dev/nvme*n[0-9]*) ;; *) continue ;; esac
+        [ "$type" = disk ] || continue
+        [ "$(lsblk -no NAME "$dev" | wc -l)" -eq 1 ] || continue
+        [ -z "$(lsblk -no FSTYPE,MOUNTPOINT "$dev" | tr -d ' \n')" ] || continue
+        echo "$dev"
+    done
+}
+
+prepare_nvme() {
+    if [ "${CLOUDGPU_DISPOSABLE:-0}" = 1 ] && [ "$(id -u)" = 0 ] \
+        && ! mountpoint -q "$NVME" 2>/dev/null; then
+        devs=$(nvme_candidates | tr '\n' ' ')
+        set -- $devs
+        DEVICES=$#
+        if [ "$DEVICES" -ge 2 ] && command -v mdadm >/dev/null 2>&1; then
+            mdadm --create /dev/md/cloudgpu --run --level=0 --raid-devices="$DEVICES" "$@" >/dev/null
+            target=/dev/md/cloudgpu
+        elif [ "$DEVICES" -ge 1 ]; then
+            target=$1
+        else
+            target=""
+        fi
+        if [ -n "$target" ]; then
+            mkfs.ext4 -q -F -E nodiscard -m 0 "$target"
+            mkdir -p "$NVME"
+            mount -o noatime "$target" "$NVME"
+            chmod 1777 "$NVME"
+        fi
+    fi
+    mkdir -p "$NVME"
+    probe="$NVME/.cloudgpu-write-test.$$"
+    if ! : > "$probe" 2>/dev/null; then
+        echo "cloudgpu bootstrap: $NVME is not writable" >&2
+        exit 3
+    fi
+    rm -f "$probe"
+}
+
+arm_deadline() {
+    [ -n "${CLOUDGPU_DEADLINE:-}" ] || return 0
+    state="$NVME/.cloudgpu"
+    mkdir -p "$state"
+    # Re-arming (a later bootstrap, or --keep's idle timeout) replaces the old watchdog.
+    if [ -f "$state/deadline.pid" ]; then
+        kill "$(cat "$state/deadline.pid")" 2>/dev/null || true
+    fi
+    now=$(date +%s)
+    wait_s=$(( ${CLOUDGPU_DEADLINE%.*} - now ))
+    [ "$wait_s" -gt 0 ] || wait_s=1
+    # The watchdog is its own session and ignores hangups: it outlives the SSH login
+    # and the client. It keeps the instance id out of its own environment so it does
+    # not count itself among the job's processes.
+    setsid env -u CLOUDGPU_INSTANCE sh -c '
+        sleep "$1"
+        for f in /proc/[0-9]*/environ; do
+            if tr "\0" "\n" < "$f" 2>/dev/null | grep -qx "CLOUDGPU_INSTANCE=$2"; then
+                pid=${f#/proc/}; kill -TERM "${pid%/environ}" 2>/dev/null || true
+            fi
+        done
+        echo "deadline reached at $(date -u +%FT%TZ)" > "$3/deadline.fired"
+        sleep 5
+        for f in /proc/[0-9]*/environ; do
+            if tr "\0" "\n" < "$f" 2>/dev/null | grep -qx "CLOUDGPU_INSTANCE=$2"; then
+                pid=${f#/proc/}; kill -KILL "${pid%/environ}" 2>/dev/null || true
+            fi
+        done
+        if [ "$4" = 1 ]; then
+            shutdown -h now 2>/dev/null || poweroff 2>/dev/null || halt -p
+        fi
+    ' cloudgpu-deadline "$wait_s" "${CLOUDGPU_INSTANCE:-none}" "$state" \
+        "${CLOUDGPU_DISPOSABLE:-0}" </dev/null >/dev/null 2>&1 &
+    echo $! > "$state/deadline.pid"
+}
+
+prepare_nvme
+arm_deadline
+free_kb=$(df -Pk "$NVME" | awk 'NR==2 {print $4}')
+echo "nvme=$NVME free_gb=$(( free_kb / 1000000 )) devices=$DEVICES"
