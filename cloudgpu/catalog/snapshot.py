@@ -145,7 +145,7 @@ def read(path: Path) -> OfferFile:
         raise CatalogError(f"{path}: bad offer row {len(offers) + 1}: {exc}") from exc
     return OfferFile(
         provider=provider,
-        source=default_src,
+        source=doc["source"],
         observed_at=default_obs,
         offers=offers,
         origin=dict(doc.get("origin") or {}),

@@ -1,0 +1,130 @@
+"""`cloudgpu catalog info` and `cloudgpu catalog refresh`.
+
+`info` reads files only. `refresh` asks each provider plugin for live offers
+(Provider.fetch_offers) and writes them to the cache, where they replace that provider's
+bundled snapshot. A provider that cannot be imported, is not enabled, has no live price
+source, or fails (auth, throttling, ...) is reported on its own line and its cache is
+left untouched; the others still refresh.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from cloudgpu.catalog.catalog import SourceInfo, load_catalog, write_cache
+from cloudgpu.catalog.offer import Offer
+from cloudgpu.cli.context import App, get_app
+from cloudgpu.cli.offers import split_list, stale_days
+from cloudgpu.errors import CloudGPUError, ProviderError, redact
+from cloudgpu.provider import Provider
+
+
+@click.group("catalog")
+def catalog() -> None:
+    """Inspect and refresh the offer catalog (bundled snapshot + refreshed cache)."""
+
+
+def _info_record(info: SourceInfo) -> dict[str, Any]:
+    return {
+        "provider": info.provider,
+        "source": info.source,
+        "offers": info.offer_count,
+        "observed_at": info.observed_at,
+        "age_days": round(info.age_days, 2),
+        "origin": "cache" if info.from_cache else "snapshot",
+        "stale": info.stale,
+        "path": info.path,
+        "skipped": info.skipped,
+    }
+
+
+@catalog.command("info")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option(
+    "--stale-days", "stale_days_opt", type=click.FloatRange(min=0, min_open=True),
+    help="Mark sources older than this many days as stale (default 30, or the config's).",
+)  # fmt: skip
+def info(as_json: bool, stale_days_opt: float | None) -> None:
+    """Per provider: where its offers come from, how many, and how old they are."""
+    app = get_app()
+    cat = load_catalog(app.paths, stale_after_days=stale_days(app, stale_days_opt))
+    records = [_info_record(cat.sources[name]) for name in cat.providers()]
+    if as_json:
+        click.echo(json.dumps(records, indent=2))
+        return
+    width = max([8, *(len(r["provider"]) for r in records)])
+    click.echo(f"{'PROVIDER':{width}}  {'OFFERS':>6}  {'ORIGIN':8}  OBSERVED    AGE      SOURCE")
+    for r in records:
+        age = f"{r['age_days']:.1f} d" + (" STALE" if r["stale"] else "")
+        click.echo(
+            f"{r['provider']:{width}}  {r['offers']:>6}  {r['origin']:8}  "
+            f"{r['observed_at'][:10]}  {age:7}  {r['source']}"
+        )
+        skipped = sum(v for k, v in r["skipped"].items() if not k.startswith("kept"))
+        if skipped:
+            click.echo(f"{'':{width}}  {'':>6}  skipped while converting: {skipped} prices/rows")
+    click.echo(f"cache: {app.paths.catalog_cache}  (stale after {cat.stale_after_days:g} days)")
+
+
+@dataclass
+class Outcome:
+    provider: str
+    status: str  # "refreshed" | "skipped" | "failed"
+    detail: str
+
+
+def has_live_prices(provider: Provider) -> bool:
+    """Whether the plugin overrides fetch_offers (capability, not a name check)."""
+    return type(provider).fetch_offers is not Provider.fetch_offers
+
+
+def _source_text(name: str, offers: list[Offer]) -> str:
+    kinds = sorted({o.price_source for o in offers if o.price_source})
+    return f"{name} live refresh ({', '.join(kinds) or 'provider APIs'})"
+
+
+def refresh_one(app: App, name: str) -> Outcome:
+    """Fetch and cache one provider's offers; every failure becomes an Outcome."""
+    try:
+        provider = app.registry.get(name)
+    except CloudGPUError as exc:
+        return Outcome(name, "failed", str(exc))
+    except Exception as exc:  # a broken plugin must not take the other providers down
+        return Outcome(name, "failed", f"cannot load plugin: {type(exc).__name__}: {exc}")
+    if not has_live_prices(provider):
+        return Outcome(name, "skipped", "no live price source")
+    try:
+        available = provider.availability()
+        if not available.enabled:
+            return Outcome(name, "skipped", f"not enabled: {available.reason}")
+        offers = provider.fetch_offers()
+        path = write_cache(app.paths, name, offers, _source_text(name, offers))
+    except CloudGPUError as exc:
+        hint = f" (hint: {exc.hint})" if exc.hint else ""
+        return Outcome(name, "failed", f"{exc}{hint}; cache left unchanged")
+    except Exception as exc:  # plugin bug: report it on its line, keep going
+        return Outcome(name, "failed", f"{type(exc).__name__}: {exc}; cache left unchanged")
+    return Outcome(name, "refreshed", f"{len(offers)} offers -> {path}")
+
+
+@catalog.command("refresh")
+@click.option("--provider", "providers", multiple=True, help="Only these (repeat or comma).")
+def refresh(providers: tuple[str, ...]) -> None:
+    """Fetch live prices from each enabled provider's own APIs into the cache."""
+    app = get_app()
+    named = split_list(providers)
+    names = list(named) or app.registry.names()
+    failed = []
+    for name in names:
+        click.echo(f"{name}: refreshing...", err=True)
+        out = refresh_one(app, name)
+        click.echo(redact(f"{out.provider:8} {out.status:9} {out.detail}"))
+        # Asked-for providers must refresh; in the sweep of all, only real failures count.
+        if out.status == "failed" or (named and out.status == "skipped"):
+            failed.append(name)
+    if failed:
+        raise ProviderError(f"refresh did not complete for: {', '.join(failed)}")
