@@ -41,6 +41,14 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return ticks
 
 
+def tick_label(t: float, kind: str) -> str:
+    """Axis text: as short as the tick allows ($2.5, $1,000, 20%), unlike table cells."""
+    if kind == "pct":
+        return f"{t * 100:.0f}%"
+    text = f"{t:,.0f}" if float(t).is_integer() else f"{t:,.10g}"
+    return f"${text}" if kind in ("usd", "usd0", "cents") else text
+
+
 def _num(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
         return None
@@ -112,7 +120,7 @@ def hbars(chart: Chart, table: Table) -> str:
         out.append(
             f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{height - 26:.0f}" '
             f'stroke="#ddd"/><text x="{x:.1f}" y="{height - 12:.0f}" '
-            f'text-anchor="middle">{escape(format_cell(t, kind))}</text>'
+            f'text-anchor="middle">{escape(tick_label(t, kind))}</text>'
         )
     for i, (cat, row) in enumerate(zip(cats, values, strict=True)):
         y0 = top + i * band
@@ -151,7 +159,7 @@ def stacked(chart: Chart, table: Table) -> str:
         out.append(
             f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - 10}" y2="{y:.1f}" '
             f'stroke="#ddd"/><text x="{left - 4}" y="{y + 3:.1f}" '
-            f'text-anchor="end">{escape(format_cell(t, kind))}</text>'
+            f'text-anchor="end">{escape(tick_label(t, kind))}</text>'
         )
     every = max(1, math.ceil(len(cats) / 12))  # keep axis labels legible
     for i, (cat, row) in enumerate(zip(cats, values, strict=True)):
@@ -190,14 +198,14 @@ def _axes(
         out.append(
             f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="#eee"/>'
             f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle">'
-            f"{escape(format_cell(t, kinds[0]))}</text>"
+            f"{escape(tick_label(t, kinds[0]))}</text>"
         )
     for t in yt:
         y = bottom - (t - yt[0]) * sy
         out.append(
             f'<line x1="{left}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="#eee"/>'
             f'<text x="{left - 4}" y="{y + 3:.1f}" text-anchor="end">'
-            f"{escape(format_cell(t, kinds[1]))}</text>"
+            f"{escape(tick_label(t, kinds[1]))}</text>"
         )
     out.append(
         f'<text x="{(left + right) / 2:.0f}" y="{bottom + 30}" text-anchor="middle" '
