@@ -1,0 +1,391 @@
+"""The GCP provider: Compute Engine GPU VMs, priced from the Cloud Billing Catalog.
+
+Config (``[providers.gcp]``; all optional except a project from somewhere):
+
+* ``project``; else GOOGLE_CLOUD_PROJECT / CLOUDSDK_CORE_PROJECT / the ADC file's project
+* ``endpoint_url`` / ``billing_endpoint_url``: API endpoints (emulators, tests)
+* ``anonymous = true``: no credentials (only with ``endpoint_url``)
+* ``regions``: restrict fetched offers; ``zone``: default zone for zone-less offers
+* ``ssh_cidr``: who may reach port 22 (default: this machine's public IP /32, looked up
+  at ``ip_lookup_url``); ``ssh_user`` (default ``cloudgpu``)
+* ``image``, ``network`` (default ``global/networks/default``), ``disk_type``
+
+An instance id is ``<zone>/<name>``. create() makes a firewall rule ``<name>-ssh`` and the
+VM; terminate() deletes both and checks they are gone. It never logs a credential.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from cloudgpu_providers.gcp import instances as build
+from cloudgpu_providers.gcp import pricing
+from cloudgpu_providers.gcp.clients import PROVIDER, Clients, operation_error
+from cloudgpu_providers.gcp.credentials import SOURCES, find_project, find_source
+from cloudgpu_providers.gcp.keys import make_key_pair
+
+from cloudgpu.catalog.gpus import load_registry
+from cloudgpu.catalog.offer import Offer
+from cloudgpu.errors import ConfigError, NotFoundError, ProviderError, TransientError
+from cloudgpu.provider import (
+    Availability,
+    Capabilities,
+    CreateRequest,
+    Instance,
+    InstanceState,
+    Provider,
+)
+
+DEFAULT_IP_LOOKUP = "https://checkip.amazonaws.com"
+VERIFY_CHECKS = 10
+OP_WAITS = 20  # zoneOperations.wait returns after at most ~2 min; 20 waits ~ 40 min
+
+
+class GCPProvider(Provider):
+    name: ClassVar[str] = "gcp"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        spot=True,
+        stop=True,
+        preemption_notice=True,  # metadata instance/preempted (templates/watchers/gcp.sh)
+        local_nvme=True,
+        idempotent_create=True,  # requestId
+        remote=True,
+        billing_granularity_s=1,
+        minimum_billed_s=60,
+    )
+
+    def __init__(self, ctx: Any) -> None:
+        super().__init__(ctx)
+        self._clients: Clients | None = None
+
+    # -- credentials -----------------------------------------------------------------
+
+    def availability(self) -> Availability:
+        source = find_source(self.ctx.config, self.ctx.env)
+        if source.kind == "anonymous" and not self.ctx.config.get("endpoint_url"):
+            return Availability(False, "anonymous = true needs endpoint_url", SOURCES)
+        if not source.kind:
+            return Availability(
+                False,
+                "no Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS or "
+                "`gcloud auth application-default login`)",
+                SOURCES,
+            )
+        project, where = find_project(self.ctx.config, self.ctx.env, source)
+        if not project:
+            return Availability(
+                False,
+                f"credentials from {source.description} but no project "
+                "(set project in config or GOOGLE_CLOUD_PROJECT)",
+                SOURCES,
+            )
+        return Availability(
+            True, f"credentials from {source.description}; project {project} ({where})", SOURCES
+        )
+
+    @property
+    def project(self) -> str:
+        project, _ = find_project(self.ctx.config, self.ctx.env, self._source())
+        if not project:
+            raise ConfigError("gcp: no project", hint="set [providers.gcp] project")
+        return project
+
+    def _source(self) -> Any:
+        return find_source(self.ctx.config, self.ctx.env)
+
+    @property
+    def clients(self) -> Clients:
+        if self._clients is None:
+            self._clients = Clients(self.ctx.config, self._source(), self.ctx.sleep)
+        return self._clients
+
+    def check(self) -> Availability:
+        av = self.availability()
+        if not av.enabled:
+            return av
+        zones = self.clients.compute("ZonesClient")
+        self.clients.call(zones.list, request={"project": self.project, "max_results": 1})
+        return Availability(True, f"{av.reason}; zones.list answered", av.sources)
+
+    # -- offers ----------------------------------------------------------------------
+
+    def fetch_offers(self) -> list[Offer]:
+        machine_types = [
+            pricing.MachineType(
+                name=m.name,
+                zone=zone.rsplit("/", 1)[-1],
+                vcpus=m.guest_cpus,
+                memory_mb=m.memory_mb,
+                accelerators=tuple(
+                    (a.guest_accelerator_type, a.guest_accelerator_count) for a in m.accelerators
+                ),
+                local_ssds=m.bundled_local_ssds.partition_count if m.bundled_local_ssds else 0,
+            )
+            for zone, m in self._aggregated("MachineTypesClient", "machine_types")
+        ]
+        accelerators = [
+            pricing.AcceleratorType(a.name, zone.rsplit("/", 1)[-1], a.maximum_cards_per_instance)
+            for zone, a in self._aggregated("AcceleratorTypesClient", "accelerator_types")
+        ]
+        table = pricing.price_table(self._skus())
+        regions = self.ctx.config.get("regions")
+        observed = datetime.fromtimestamp(self.ctx.clock(), UTC).isoformat(timespec="seconds")
+        return pricing.build_offers(
+            pricing.shapes(machine_types, accelerators),
+            table,
+            load_registry(),
+            observed.replace("+00:00", "Z"),
+            frozenset(regions) if regions else None,
+        )
+
+    def _pages(self, fn: Callable[..., Any], request: dict[str, Any]) -> Iterator[Any]:
+        """Each page's response, following nextPageToken, each page retried on its own."""
+        token = ""
+        while True:
+            page = self.clients.call(fn, request={**request, "page_token": token})
+            yield page
+            token = page.next_page_token
+            if not token:
+                return
+
+    def _aggregated(self, client_name: str, field: str) -> Iterator[tuple[str, Any]]:
+        client = self.clients.compute(client_name)
+        for page in self._pages(client.aggregated_list, {"project": self.project}):
+            for scope, scoped in page.items.items():
+                for item in getattr(scoped, field):
+                    yield scope, item
+
+    def _skus(self) -> Iterator[pricing.Sku]:
+        billing = self.clients.billing()
+        request = {"parent": pricing.COMPUTE_SERVICE, "currency_code": "USD"}
+        for page in self._pages(billing.list_skus, request):
+            for sku in page.skus:
+                if not sku.pricing_info:
+                    continue
+                rates = sku.pricing_info[0].pricing_expression.tiered_rates
+                if not rates:
+                    continue
+                price = rates[-1].unit_price
+                yield pricing.Sku(
+                    description=sku.description,
+                    usage_type=sku.category.usage_type,
+                    regions=tuple(sku.service_regions),
+                    unit_price=float(price.units) + price.nanos / 1e9,
+                )
+
+    # -- instances -------------------------------------------------------------------
+
+    def create(self, request: CreateRequest) -> Instance:
+        zone = request.offer.zone or str(self.ctx.config.get("zone") or "")
+        if not zone:
+            raise ConfigError(
+                f"gcp: offer {request.offer.key} has no zone", hint="set [providers.gcp] zone"
+            )
+        name = build.resource_name(request.name)
+        key_file, public = self._public_key(request, name)
+        user = str(self.ctx.config.get("ssh_user") or "cloudgpu")
+        network = str(self.ctx.config.get("network") or "global/networks/default")
+        host, accel, count = pricing.accelerator_for(request.offer)
+        deadline_in = None if request.deadline is None else request.deadline - self.ctx.clock()
+        body = build.instance_body(
+            request,
+            name=name,
+            zone=zone,
+            machine_type=host,
+            accelerator=(accel, count) if accel else None,
+            ssh_line=f"{user}:{public}",
+            image=build.image_path(request.image, self.ctx.config.get("image")),
+            network=network,
+            disk_type=str(self.ctx.config.get("disk_type") or "pd-balanced"),
+            deadline_in_s=deadline_in,
+        )
+        cidr = self._ssh_cidr(request)
+        self._ensure_firewall(name, cidr, network, request.tags)
+        try:
+            self._insert(zone, body, request.idempotency_token)
+            inst = self._get(zone, name)
+        except ProviderError:
+            self._cleanup(zone, name)
+            raise
+        if inst is None:
+            self._cleanup(zone, name)
+            raise TransientError(
+                f"instance {name} vanished right after creation", provider=PROVIDER
+            )
+        return build.to_instance(inst, zone, user, str(key_file) if key_file else None)
+
+    def _insert(self, zone: str, body: Any, token: str) -> None:
+        client = self.clients.compute("InstancesClient")
+        req: dict[str, Any] = {"project": self.project, "zone": zone, "instance_resource": body}
+        if token:
+            req["request_id"] = build.request_id(token)
+        try:
+            op = self.clients.call(client.insert_unary, request=req)
+        except ProviderError as exc:
+            if "alreadyExists" not in str(exc) and "already exists" not in str(exc):
+                raise
+            return  # a retry of our own create: the instance is there
+        self._wait(op, zone)
+
+    def _ensure_firewall(self, name: str, cidr: str, network: str, tags: Mapping[str, str]) -> None:
+        client = self.clients.compute("FirewallsClient")
+        body = build.firewall_body(f"{name}-ssh", name, cidr, network, tags)
+        try:
+            op = self.clients.call(
+                client.insert_unary, request={"project": self.project, "firewall_resource": body}
+            )
+        except ProviderError as exc:
+            if "already exists" in str(exc) or "alreadyExists" in str(exc):
+                return
+            raise
+        self._wait(op, None)
+
+    def _wait(self, op: Any, zone: str | None) -> None:
+        """Wait for a long-running operation (zone or global) and raise its error."""
+        from google.cloud import compute_v1
+
+        done = compute_v1.Operation.Status.DONE
+        if zone:
+            client = self.clients.compute("ZoneOperationsClient")
+            where: dict[str, Any] = {"project": self.project, "zone": zone}
+        else:
+            client = self.clients.compute("GlobalOperationsClient")
+            where = {"project": self.project}
+        for _ in range(OP_WAITS):
+            if op.status == done:
+                break
+            op = self.clients.call(client.wait, request={**where, "operation": op.name})
+        else:
+            raise TransientError(f"operation {op.name} did not finish", provider=PROVIDER)
+        error = operation_error(op)
+        if error is not None:
+            raise error
+
+    def _get(self, zone: str, name: str) -> Any | None:
+        client = self.clients.compute("InstancesClient")
+        try:
+            return self.clients.call(
+                client.get, request={"project": self.project, "zone": zone, "instance": name}
+            )
+        except NotFoundError:
+            return None
+
+    def _public_key(self, request: CreateRequest, name: str) -> tuple[Any, str]:
+        if request.ssh_public_key.strip():
+            return None, request.ssh_public_key.strip()
+        return make_key_pair(self.ctx.paths.keys_dir, f"gcp-{name}")
+
+    def _key_file(self, name: str) -> str | None:
+        path = self.ctx.paths.keys_dir / f"gcp-{name}"
+        return str(path) if path.exists() else None
+
+    def _ssh_cidr(self, request: CreateRequest) -> str:
+        explicit = request.options.get("ssh_cidr") or self.ctx.config.get("ssh_cidr")
+        if explicit:
+            try:
+                return str(ipaddress.ip_network(str(explicit), strict=False))
+            except ValueError as exc:
+                raise ConfigError(
+                    f"gcp: ssh_cidr: expected a CIDR such as 203.0.113.7/32, got {explicit!r}"
+                ) from exc
+        url = str(self.ctx.config.get("ip_lookup_url") or DEFAULT_IP_LOOKUP)
+        try:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                ip = ipaddress.ip_address(resp.read().decode().strip())
+        except (OSError, ValueError) as exc:
+            raise ProviderError(
+                f"cannot find this machine's public IP at {url}",
+                provider=PROVIDER,
+                hint="set [providers.gcp] ssh_cidr",
+            ) from exc
+        return f"{ip}/{ip.max_prefixlen}"
+
+    def describe(self, instance_id: str) -> Instance:
+        zone, _, name = instance_id.partition("/")
+        if not name:
+            return Instance(id=instance_id, provider=PROVIDER, state=InstanceState.TERMINATED)
+        inst = self._get(zone, name)
+        if inst is None:
+            state = (
+                InstanceState.PREEMPTED if self._preempted(zone, name) else InstanceState.TERMINATED
+            )
+            return Instance(id=instance_id, provider=PROVIDER, state=state, zone=zone)
+        user = str(self.ctx.config.get("ssh_user") or "cloudgpu")
+        return build.to_instance(inst, zone, user, self._key_file(name))
+
+    def _preempted(self, zone: str, name: str) -> bool:
+        """A Spot VM deleted by GCP leaves a compute.instances.preempted operation."""
+        client = self.clients.compute("ZoneOperationsClient")
+        request = {
+            "project": self.project,
+            "zone": zone,
+            "filter": 'operationType = "compute.instances.preempted"',
+        }
+        try:
+            for page in self._pages(client.list, request):
+                if any(op.target_link.endswith(f"/instances/{name}") for op in page.items):
+                    return True
+        except ProviderError:
+            return False  # an unknown cause is reported as a plain termination
+        return False
+
+    def list_instances(self, tags: Mapping[str, str]) -> list[Instance]:
+        client = self.clients.compute("InstancesClient")
+        request = {"project": self.project, "filter": build.label_filter(tags)}
+        user = str(self.ctx.config.get("ssh_user") or "cloudgpu")
+        out = []
+        for page in self._pages(client.aggregated_list, request):
+            for scope, scoped in page.items.items():
+                for inst in scoped.instances:
+                    own = build.instance_tags(inst)
+                    if all(own.get(k) == v for k, v in tags.items()):
+                        zone = scope.rsplit("/", 1)[-1]
+                        out.append(build.to_instance(inst, zone, user, self._key_file(inst.name)))
+        return out
+
+    def terminate(self, instance_id: str) -> None:
+        zone, _, name = instance_id.partition("/")
+        if not name:
+            return
+        self._cleanup(zone, name)
+        for _ in range(VERIFY_CHECKS):
+            if self._get(zone, name) is None and not self._firewall_exists(f"{name}-ssh"):
+                return
+            self.ctx.sleep(float(self.ctx.config.get("poll_s", 2.0)))
+        raise TransientError(
+            f"{instance_id} or its firewall rule still exists after delete",
+            provider=PROVIDER,
+            hint="`cloudgpu down --orphans` retries it",
+        )
+
+    def _cleanup(self, zone: str, name: str) -> None:
+        """Delete the VM and its firewall rule; each may already be gone."""
+        instances = self.clients.compute("InstancesClient")
+        firewalls = self.clients.compute("FirewallsClient")
+        try:
+            op = self.clients.call(
+                instances.delete_unary,
+                request={"project": self.project, "zone": zone, "instance": name},
+            )
+            self._wait(op, zone)
+        except NotFoundError:
+            pass
+        try:
+            op = self.clients.call(
+                firewalls.delete_unary, request={"project": self.project, "firewall": f"{name}-ssh"}
+            )
+            self._wait(op, None)
+        except NotFoundError:
+            pass
+
+    def _firewall_exists(self, name: str) -> bool:
+        client = self.clients.compute("FirewallsClient")
+        try:
+            self.clients.call(client.get, request={"project": self.project, "firewall": name})
+        except NotFoundError:
+            return False
+        return True
