@@ -1,7 +1,7 @@
 """Maps AWS SDK errors into cloudgpu.errors and retries throttled calls with backoff.
 
 This is the AWS provider's one error boundary: nothing above it sees a botocore type.
-The SDK's own retries are switched off (clients are built with max_attempts=1, see
+The SDK's own retries are switched off (clients are built with total_max_attempts=1, see
 session.py) so that backoff runs here, on the ``sleep`` the provider was given, and a
 test can run a throttling scenario without waiting. Error codes come from
 https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html and the

@@ -103,11 +103,16 @@ def resolve_image(
     filters = [
         {"Name": "name", "Values": [pattern]},
         {"Name": "state", "Values": ["available"]},
-        {"Name": "architecture", "Values": [arch]},
     ]
-    images = call(
-        "describe_images", ec2.describe_images, Owners=list(settings.image_owners), Filters=filters
+    found = call(
+        "describe_images",
+        ec2.describe_images,
+        Owners=list(settings.image_owners),
+        Filters=filters,
     ).get("Images", [])
+    # Architecture is checked here rather than as an API filter so an image that does
+    # not declare one (private registrations may not) is not silently skipped.
+    images = [i for i in found if i.get("Architecture", arch) == arch]
     if not images:
         raise NotFoundError(
             f"no {arch} image named '{pattern}' owned by {', '.join(settings.image_owners)}",

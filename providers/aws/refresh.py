@@ -141,6 +141,37 @@ def spot_prices(
     return {k: v[1] for k, v in latest.items()}
 
 
+def _offer(
+    t: TypeInfo,
+    region: str,
+    gpu: str,
+    zone: str,
+    market: str,
+    price: float,
+    flags: tuple[str, ...],
+    observed_at: str,
+) -> Offer:
+    return Offer(
+        provider="aws",
+        instance_type=t.name,
+        region=region,
+        zone=zone,
+        market=market,
+        gpu=gpu,
+        gpu_count=t.gpu_count,
+        gpu_memory_gb=t.gpu_memory_gb,
+        vcpus=float(t.vcpus),
+        memory_gb=t.memory_gb,
+        price_per_hour=price,
+        nvme_count=t.nvme_count,
+        nvme_size_gb=t.nvme_size_gb,
+        network_gbps=t.network_gbps,
+        price_source=PRICE_SOURCE,
+        observed_at=observed_at,
+        flags=flags,
+    )
+
+
 def build_offers(
     region: str,
     types: dict[str, TypeInfo],
@@ -150,40 +181,24 @@ def build_offers(
     gpus: GpuRegistry,
     observed_at: str,
 ) -> list[Offer]:
-    """Offers per (type, zone, market) from what the APIs returned."""
+    """Offers per (type, zone, market) from what the APIs returned.
+
+    A GPU name the registry cannot map is kept as AWS spells it and flagged; a spot
+    price above on-demand is kept (it is what AWS charges) and flagged.
+    """
     offers: list[Offer] = []
     for name, t in sorted(types.items()):
         canonical = gpus.canonical(t.gpu_raw, t.gpu_memory_gb, provider="aws")
-        base_flags = () if canonical else (FLAG_UNKNOWN_GPU,)
-        common = dict(
-            provider="aws",
-            instance_type=name,
-            region=region,
-            gpu=canonical or t.gpu_raw,
-            gpu_count=t.gpu_count,
-            gpu_memory_gb=t.gpu_memory_gb,
-            vcpus=float(t.vcpus),
-            memory_gb=t.memory_gb,
-            nvme_count=t.nvme_count,
-            nvme_size_gb=t.nvme_size_gb,
-            network_gbps=t.network_gbps,
-            price_source=PRICE_SOURCE,
-            observed_at=observed_at,
-        )
+        gpu = canonical or t.gpu_raw
+        base: tuple[str, ...] = () if canonical else (FLAG_UNKNOWN_GPU,)
         od = on_demand.get(name)
         for zone in zones.get(name, []):
             if od is not None:
-                offers.append(
-                    Offer(
-                        zone=zone, market="on_demand", price_per_hour=od, flags=base_flags, **common
-                    )
-                )  # type: ignore[arg-type]
+                offers.append(_offer(t, region, gpu, zone, "on_demand", od, base, observed_at))
             sp = spot.get((name, zone))
             if sp is not None:
-                flags = base_flags + ((FLAG_SPOT_ABOVE_ON_DEMAND,) if od and sp > od else ())
-                offers.append(
-                    Offer(zone=zone, market="spot", price_per_hour=sp, flags=flags, **common)
-                )  # type: ignore[arg-type]
+                flags = base + ((FLAG_SPOT_ABOVE_ON_DEMAND,) if od and sp > od else ())
+                offers.append(_offer(t, region, gpu, zone, "spot", sp, flags, observed_at))
     return offers
 
 

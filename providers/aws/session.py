@@ -3,7 +3,7 @@
 boto3 is imported here, lazily, inside :class:`Clients` methods: importing this module
 costs nothing. Endpoints come from configuration (``endpoint_url``,
 ``pricing_endpoint_url``) so tests point the real SDK at a moto server or a loopback
-replay server; nothing here is patched. The SDK's own retries are off (max_attempts=1):
+replay server; nothing here is patched. The SDK's own retries are off (total_max_attempts=1):
 faults.Caller does the backoff on the provider's injected sleep.
 """
 
@@ -50,7 +50,7 @@ class Clients:
             from botocore.config import Config
 
             config = Config(
-                retries={"max_attempts": 1, "mode": "standard"},
+                retries={"total_max_attempts": 1, "mode": "standard"},
                 connect_timeout=10,
                 read_timeout=60,
                 user_agent_extra="cloudgpu",

@@ -1,0 +1,1 @@
+"""Local servers and recorded responses for the AWS provider tests."""

@@ -1,0 +1,253 @@
+"""Real local servers the AWS tests talk to through the real SDK, all on 127.0.0.1.
+
+* moto's ThreadedMotoServer (EC2, STS) on a free port;
+* CapacityProxy: a small HTTP proxy in front of moto that answers selected RunInstances
+  calls with EC2's real InsufficientInstanceCapacity error body, so failover is exercised
+  through botocore's real error path (moto cannot produce that error);
+* PricingReplay: the Price List Query API (JSON 1.1 protocol, ``AWSPriceListService.
+  GetProducts``), which moto does not implement, replaying recorded products with
+  TERM_MATCH filtering, NextToken paging, throttling and auth failures;
+* ImdsServer: the IMDSv2 token + spot/instance-action endpoints the watcher reads.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.client import HTTPConnection
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+# EC2's error response shape ("Example error response" in
+# https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html#api-error-response):
+# <Response><Errors><Error><Code/><Message/></Error></Errors><RequestID/></Response>.
+# InsufficientInstanceCapacity is listed there as a server error (HTTP 500); the message
+# is the one EC2 returns for it.
+INSUFFICIENT_CAPACITY_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<Response><Errors><Error><Code>InsufficientInstanceCapacity</Code><Message>We currently do not have sufficient {itype} capacity in the Availability Zone you requested ({zone}). Our system will be working on provisioning additional capacity. You can currently get {itype} capacity by not specifying an Availability Zone in your request or choosing {others}.</Message></Error></Errors><RequestID>ea966190-f9aa-478e-9ede-example</RequestID></Response>"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def moto_server() -> Iterator[str]:
+    """A ThreadedMotoServer on a free loopback port; yields its URL."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+
+@contextmanager
+def serve(handler: type[BaseHTTPRequestHandler], **attrs: Any) -> Iterator[_Server]:
+    """Run ``handler`` on a free loopback port in a thread; attrs land on the server."""
+    server = _Server(("127.0.0.1", 0), handler)
+    for k, v in attrs.items():
+        setattr(server, k, v)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def url_of(server: _Server) -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+class _Quiet(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(
+        self, status: int, body: bytes, ctype: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class CapacityProxyHandler(_Quiet):
+    """Forwards to moto; RunInstances into ``fail_zones`` / of ``fail_types`` get the
+    real InsufficientInstanceCapacity error instead."""
+
+    server: Any
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        form = urllib.parse.parse_qs(body.decode())
+        action = form.get("Action", [""])[0]
+        zone = form.get("Placement.AvailabilityZone", [""])[0]
+        itype = form.get("InstanceType", [""])[0]
+        srv = self.server
+        if action == "RunInstances" and (zone in srv.fail_zones or itype in srv.fail_types):
+            srv.refused.append((itype, zone))
+            xml = INSUFFICIENT_CAPACITY_XML.format(
+                itype=itype, zone=zone or "us-east-1a", others="us-east-1c, us-east-1d"
+            )
+            self._send(500, xml.encode(), "text/xml")
+            return
+        up = urllib.parse.urlsplit(srv.upstream)
+        conn = HTTPConnection(up.hostname, up.port, timeout=30)
+        headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+        headers["Host"] = up.netloc
+        conn.request("POST", self.path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        self._send(resp.status, data, resp.getheader("Content-Type", "text/xml"))
+        conn.close()
+
+
+@contextmanager
+def capacity_proxy(
+    upstream: str, fail_zones: set[str] = frozenset(), fail_types: set[str] = frozenset()
+) -> Iterator[_Server]:  # type: ignore[assignment]
+    with serve(
+        CapacityProxyHandler,
+        upstream=upstream,
+        fail_zones=set(fail_zones),
+        fail_types=set(fail_types),
+        refused=[],
+    ) as server:
+        yield server
+
+
+def load_products(region: str = "us-east-1") -> list[dict[str, Any]]:
+    data = json.loads((HERE / f"pricing_get_products_{region}.json").read_text())
+    return list(data["products"])
+
+
+class PricingHandler(_Quiet):
+    """AWSPriceListService.GetProducts over the JSON 1.1 protocol."""
+
+    server: Any
+
+    def do_POST(self) -> None:
+        srv = self.server
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        srv.requests.append({"target": self.headers.get("X-Amz-Target"), "body": body})
+        if srv.faults:
+            status, kind = srv.faults.pop(0)
+            payload = (
+                b""
+                if kind is None
+                else json.dumps(
+                    {"__type": kind, "message": srv.fault_messages.get(kind, kind)}
+                ).encode()
+            )
+            self._send(status, payload, "application/x-amz-json-1.1")
+            return
+        if self.headers.get("X-Amz-Target") != "AWSPriceListService.GetProducts":
+            self._send(400, b'{"__type":"UnknownOperationException"}', "application/x-amz-json-1.1")
+            return
+        wanted = {
+            f["Field"]: f["Value"] for f in body.get("Filters", []) if f["Type"] == "TERM_MATCH"
+        }
+        rows = [
+            p
+            for p in srv.products
+            if p["serviceCode"] == body.get("ServiceCode")
+            and all(p["product"]["attributes"].get(k) == v for k, v in wanted.items())
+        ]
+        start = int(body.get("NextToken") or 0)
+        size = int(body.get("MaxResults") or 100)
+        page = rows[start : start + min(size, srv.page_size)]
+        out: dict[str, Any] = {
+            "FormatVersion": "aws_v1",
+            "PriceList": [json.dumps(p) for p in page],
+        }
+        if start + len(page) < len(rows):
+            out["NextToken"] = str(start + len(page))
+        self._send(200, json.dumps(out).encode(), "application/x-amz-json-1.1")
+
+
+@contextmanager
+def pricing_replay(
+    products: list[dict[str, Any]],
+    page_size: int = 3,
+    faults: list[tuple[int, str | None]] | None = None,
+) -> Iterator[_Server]:
+    """``faults``: (status, __type or None for an empty body) answered first, in order."""
+    messages = {
+        "ThrottlingException": "Rate exceeded",
+        "UnrecognizedClientException": "The security token included in the request is invalid.",
+        "AccessDeniedException": "User is not authorized to perform: pricing:GetProducts",
+    }
+    with serve(
+        PricingHandler,
+        products=products,
+        page_size=page_size,
+        faults=list(faults or []),
+        fault_messages=messages,
+        requests=[],
+    ) as server:
+        yield server
+
+
+class ImdsHandler(_Quiet):
+    """IMDSv2: PUT /latest/api/token, then GETs carrying X-aws-ec2-metadata-token."""
+
+    server: Any
+
+    def do_PUT(self) -> None:
+        if self.path != "/latest/api/token" or not self.headers.get(
+            "X-aws-ec2-metadata-token-ttl-seconds"
+        ):
+            self._send(400, b"", "text/plain")
+            return
+        self._send(200, self.server.token.encode(), "text/plain")
+
+    def do_GET(self) -> None:
+        if self.headers.get("X-aws-ec2-metadata-token") != self.server.token:
+            self._send(401, b"", "text/plain")
+            return
+        self.server.gets += 1
+        if (
+            self.path == "/latest/meta-data/spot/instance-action"
+            and self.server.action
+            and (self.server.gets > self.server.notice_after)
+        ):
+            self._send(200, json.dumps(self.server.action).encode(), "text/plain")
+            return
+        self._send(404, b'<?xml version="1.0"?><html><body>Not Found</body></html>', "text/html")
+
+
+@contextmanager
+def imds_server(action: dict[str, str] | None, notice_after: int = 0) -> Iterator[_Server]:
+    with serve(
+        ImdsHandler,
+        token="AQAEAFakeTokenForTests==",
+        action=action,
+        notice_after=notice_after,
+        gets=0,
+    ) as server:
+        yield server
