@@ -283,9 +283,9 @@ def test_unreachable_ip_lookup_is_a_config_error(
 
 
 def test_bad_config_values_name_the_key(moto_url: str, paths: Paths, tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="providers.aws.ssh_cidr"):
+    with pytest.raises(ConfigError, match=r"providers\.aws\.ssh_cidr"):
         make_provider(moto_url, paths, str(tmp_path), ssh_cidr="not-a-cidr")
-    with pytest.raises(ConfigError, match="providers.aws.regions"):
+    with pytest.raises(ConfigError, match=r"providers\.aws\.regions"):
         make_provider(moto_url, paths, str(tmp_path), regions=[1, 2])
 
 

@@ -30,8 +30,15 @@ HERE = Path(__file__).resolve().parent
 # <Response><Errors><Error><Code/><Message/></Error></Errors><RequestID/></Response>.
 # InsufficientInstanceCapacity is listed there as a server error (HTTP 500); the message
 # is the one EC2 returns for it.
-INSUFFICIENT_CAPACITY_XML = """<?xml version="1.0" encoding="UTF-8"?>
-<Response><Errors><Error><Code>InsufficientInstanceCapacity</Code><Message>We currently do not have sufficient {itype} capacity in the Availability Zone you requested ({zone}). Our system will be working on provisioning additional capacity. You can currently get {itype} capacity by not specifying an Availability Zone in your request or choosing {others}.</Message></Error></Errors><RequestID>ea966190-f9aa-478e-9ede-example</RequestID></Response>"""
+INSUFFICIENT_CAPACITY_XML = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n'
+    "<Response><Errors><Error><Code>InsufficientInstanceCapacity</Code><Message>"
+    "We currently do not have sufficient {itype} capacity in the Availability Zone you "
+    "requested ({zone}). Our system will be working on provisioning additional capacity. "
+    "You can currently get {itype} capacity by not specifying an Availability Zone in your "
+    "request or choosing {others}.</Message></Error></Errors>"
+    "<RequestID>ea966190-f9aa-478e-9ede-example</RequestID></Response>"
+)
 
 
 def free_port() -> int:
