@@ -23,10 +23,13 @@ from cloudgpu.cli.buyrent import buyrent_options, compute, report_for
 from cloudgpu.cli.context import get_app
 from cloudgpu.costs import parse_since, summarize
 from cloudgpu.errors import ConfigError
+from cloudgpu.planner import OBJECTIVES, StartupHistory, plan
 from cloudgpu.reports.model import Report
 from cloudgpu.reports.offers import offers_report
+from cloudgpu.reports.plan import plan_report
 from cloudgpu.reports.render import FORMATS, render
 from cloudgpu.reports.spend import spend_report
+from cloudgpu.spec import load_job
 
 F = Callable[..., Any]
 _SUFFIXES = {
@@ -156,3 +159,30 @@ def spend_cmd(since: str | None, fmt: str | None, out: Path | None) -> None:
 def buy_vs_rent_cmd(fmt: str | None, out: Path | None, **params: Any) -> None:
     """The buy-vs-rent analysis with cumulative cost lines and the break-even marked."""
     emit(report_for(compute(get_app(), params)), fmt, out)
+
+
+@report.command("plan")
+@click.argument("job_file", type=click.Path(dir_okay=False))
+@click.option(
+    "--objective",
+    type=click.Choice(OBJECTIVES),
+    default="cheapest",
+    show_default=True,
+    help="Rank by total cost, speed, or $/hour.",
+)
+@output_options
+def plan_cmd(job_file: str, objective: str, fmt: str | None, out: Path | None) -> None:
+    """The machines that fit JOB_FILE, ranked by estimated total cost, with charts."""
+    app = get_app()
+    job = load_job(job_file)
+    registry = load_registry()
+    catalog = load_catalog(app.paths, warn=lambda m: click.echo(f"warning: {m}", err=True))
+    history = StartupHistory()
+    if app.paths.state_db.exists():
+        store = app.store()
+        try:
+            history = StartupHistory.from_store(store)
+        finally:
+            store.close()
+    result = plan(job, catalog.offers, registry=registry, objective=objective, history=history)
+    emit(plan_report(result, job.name or Path(job_file).name, _now_text()), fmt, out)
