@@ -9,7 +9,7 @@ must not import provider plugins or cloud SDKs: `cloudgpu offers` reads files on
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -57,6 +57,10 @@ class Catalog:
 
     def providers(self) -> list[str]:
         return sorted(self.sources)
+
+    def total_offers(self) -> int:
+        """Offers in every loaded source (including those a GPU filter left unread)."""
+        return sum(info.offer_count for info in self.sources.values())
 
 
 def parse_time(text: str) -> datetime | None:
@@ -106,13 +110,17 @@ def _stderr_warning(message: str) -> None:
 
 
 def _load_one(
-    paths: Paths, provider: str, snapshot_dir: Path, warnings: list[str]
+    paths: Paths,
+    provider: str,
+    snapshot_dir: Path,
+    warnings: list[str],
+    gpus: Collection[str] | None,
 ) -> tuple[snapshot.OfferFile, Path, bool] | None:
     """The provider's cache when valid, else its bundled snapshot, else None."""
     cpath = cache_path(paths, provider)
     if cpath.is_file():
         try:
-            data = snapshot.read(cpath)
+            data = snapshot.read(cpath, gpus)
             if data.provider != provider:
                 raise CatalogError(f"{cpath}: holds offers of '{data.provider}'")
             return data, cpath, True
@@ -120,7 +128,7 @@ def _load_one(
             warnings.append(f"{exc}; using the bundled snapshot for {provider}")
     spath = snapshot_path(provider, snapshot_dir)
     if spath.is_file():
-        return snapshot.read(spath), spath, False
+        return snapshot.read(spath, gpus), spath, False
     return None
 
 
@@ -132,8 +140,12 @@ def load_catalog(
     stale_after_days: float = DEFAULT_STALE_DAYS,
     snapshot_dir: Path = SNAPSHOT_DIR,
     warn: Callable[[str], None] | None = _stderr_warning,
+    gpus: Collection[str] | None = None,
 ) -> Catalog:
     """Load the offers of ``providers`` (default: every bundled or cached provider).
+
+    ``gpus`` (canonical names) keeps only those GPUs' offers, a fast path for queries
+    that name a GPU; ``SourceInfo.offer_count`` still counts every offer of the source.
 
     ``warn`` receives each fallback warning (default: printed to stderr); they are also
     kept in ``Catalog.warnings``. A provider with neither cache nor snapshot is skipped.
@@ -146,7 +158,7 @@ def load_catalog(
     )
     catalog = Catalog(offers=[], sources={}, now=now, stale_after_days=stale_after_days)
     for name in names:
-        loaded = _load_one(paths, name, snapshot_dir, catalog.warnings)
+        loaded = _load_one(paths, name, snapshot_dir, catalog.warnings, gpus)
         if loaded is None:
             continue
         data, path, from_cache = loaded
@@ -154,7 +166,7 @@ def load_catalog(
         catalog.sources[name] = SourceInfo(
             provider=name,
             source=data.source,
-            offer_count=len(data.offers),
+            offer_count=data.total if data.total >= 0 else len(data.offers),
             observed_at=data.observed_at,
             from_cache=from_cache,
             stale=is_stale(data.observed_at, now, stale_after_days),

@@ -208,14 +208,18 @@ def apply_filters(
     return current, counts
 
 
-def explain_empty(total: int, counts: list[tuple[str, int]]) -> str:
-    """ "no offers left: --max-price 1 removed the last 37 (of 9120)"."""
-    before = total
+def explain_empty(start: int, counts: list[tuple[str, int]], total: int | None = None) -> str:
+    """ "no offers left: --max-price 1 removed the last 37 (of 9120 in the catalog)".
+
+    ``start``: offers the filters began with; ``total``: catalog size (default start).
+    """
+    total = start if total is None else total
+    before = start
     for label, n in counts:
         if n == 0:
             return f"no offers left: {label} removed the last {before} (of {total} in the catalog)"
         before = n
-    return "the catalog holds no offers" if total == 0 else "no offers matched"
+    return "the catalog holds no offers" if start == 0 else "no offers matched"
 
 
 def sort_key(sort: str, registry: GpuRegistry) -> Callable[[Offer], tuple[float, str]]:
@@ -272,10 +276,12 @@ def query_offers(offers: list[Offer], query: OfferQuery, registry: GpuRegistry) 
     return run_query(offers, query, registry)[0]
 
 
-def require_offers(offers: list[Offer], query: OfferQuery, registry: GpuRegistry) -> list[Offer]:
+def require_offers(
+    offers: list[Offer], query: OfferQuery, registry: GpuRegistry, *, total: int | None = None
+) -> list[Offer]:
     """Like :func:`query_offers`, but an empty result is a CatalogError saying which
-    filter removed the last offers."""
+    filter removed the last offers (``total``: catalog size to quote, default len)."""
     ranked, counts = run_query(offers, query, registry)
     if not ranked:
-        raise CatalogError(explain_empty(len(offers), counts))
+        raise CatalogError(explain_empty(len(offers), counts, total))
     return ranked

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ class OfferFile:
     origin: dict[str, str] = field(default_factory=dict)  # repo/path/commit/extracted
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> rows skipped
     price_source: str = ""  # default Offer.price_source of the rows; "" = ``source``
+    total: int = -1  # rows in the file (offers may hold fewer when read with a GPU filter)
 
     @property
     def default_price_source(self) -> str:
@@ -103,8 +105,12 @@ def _check_head(doc: Any, path: Path) -> None:
             raise CatalogError(f"{path}: '{key}' missing or not a string")
 
 
-def read(path: Path) -> OfferFile:
-    """Parse an offer file; anything malformed is a CatalogError naming the file."""
+def read(path: Path, gpus: Collection[str] | None = None) -> OfferFile:
+    """Parse an offer file; anything malformed is a CatalogError naming the file.
+
+    ``gpus``: build Offers only for rows of these GPU names (``total`` still counts all);
+    building the records is most of the load time, and most queries name a GPU.
+    """
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -115,6 +121,8 @@ def read(path: Path) -> OfferFile:
     offers = []
     try:
         for row in doc["rows"]:
+            if gpus is not None and row[4] not in gpus:
+                continue
             if len(row) != _N:
                 raise ValueError(f"row has {len(row)} fields, expected {_N}")
             if not isinstance(row[9], int | float) or not isinstance(row[5], int):
@@ -151,4 +159,5 @@ def read(path: Path) -> OfferFile:
         origin=dict(doc.get("origin") or {}),
         skipped=dict(doc.get("skipped") or {}),
         price_source=default_src,
+        total=len(doc["rows"]),
     )

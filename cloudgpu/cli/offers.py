@@ -20,9 +20,16 @@ from cloudgpu.catalog.catalog import (
 )
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.present import OFFER_COLUMNS, OFFER_KEYS, offer_record, render
-from cloudgpu.catalog.query import GROUPINGS, SORTS, OfferQuery, parse_amount, require_offers
+from cloudgpu.catalog.query import (
+    GROUPINGS,
+    SORTS,
+    OfferQuery,
+    parse_amount,
+    parse_gpu,
+    require_offers,
+)
 from cloudgpu.cli.context import App, get_app
-from cloudgpu.errors import ConfigError
+from cloudgpu.errors import CatalogError, ConfigError
 
 DEFAULT_LIMIT = 30
 
@@ -51,7 +58,12 @@ def stale_days(app: App, override: float | None) -> float:
     return float(value)
 
 
-def load_for(app: App, providers: tuple[str, ...], stale: float | None) -> Catalog:
+def load_for(
+    app: App,
+    providers: tuple[str, ...],
+    stale: float | None,
+    gpus: frozenset[str] | None = None,
+) -> Catalog:
     """The catalog restricted to ``providers`` or, by default, to config defaults.providers."""
     known = set(bundled_providers()) | set(cached_providers(app.paths))
     unknown = [p for p in providers if p not in known]
@@ -64,7 +76,7 @@ def load_for(app: App, providers: tuple[str, ...], stale: float | None) -> Catal
         )
     default = app.config.defaults().get("providers")
     names = providers or (tuple(default) if isinstance(default, list) and default else None)
-    return load_catalog(app.paths, names, stale_after_days=stale_days(app, stale))
+    return load_catalog(app.paths, names, stale_after_days=stale_days(app, stale), gpus=gpus)
 
 
 def _market(spot: bool, on_demand: bool) -> str | None:
@@ -137,8 +149,15 @@ def offers(**opts: Any) -> None:
     query = build_query(opts)
     app = get_app()
     registry = load_registry()
-    catalog = load_for(app, query.providers, opts["stale_days"])
-    rows = require_offers(catalog.offers, query, registry)
+    gpu_names = parse_gpu(query.gpu, registry).names if query.gpu else None
+    catalog = load_for(app, query.providers, opts["stale_days"], gpu_names)
+    if gpu_names is not None and not catalog.offers:
+        raise CatalogError(
+            f"no offers left: --gpu {query.gpu} matches none of the "
+            f"{catalog.total_offers()} offers in the catalog",
+            hint="`cloudgpu gpus --priced` lists the GPUs that have offers",
+        )
+    rows = require_offers(catalog.offers, query, registry, total=catalog.total_offers())
     records = [offer_record(o, catalog, registry) for o in rows]
     click.echo(render(records, fmt, OFFER_COLUMNS, OFFER_KEYS))
     if fmt in ("table", "markdown"):
