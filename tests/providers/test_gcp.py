@@ -1,0 +1,310 @@
+"""GCP provider through the real google-cloud-compute/billing SDKs (REST transport) against
+a stateful loopback server replaying the Compute Engine and Cloud Billing shapes."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from cloudgpu_providers.gcp import GCPProvider
+
+from cloudgpu.catalog.offer import Offer
+from cloudgpu.errors import AuthError, CapacityError, QuotaError, TransientError
+from cloudgpu.paths import Paths
+from cloudgpu.provider import TAG_JOB, InstanceState, ProviderContext
+from tests.fixtures.gcp.server import FakeGCP
+from tests.providers.contract import ProviderContract
+
+SKU = {  # unit prices in tests/fixtures/gcp/skus_list.json
+    "a2_core": 0.031611,
+    "a2_ram": 0.004237,
+    "a100": 2.933908,
+    "a2_core_spot": 0.009483,
+    "a2_ram_spot": 0.001271,
+    "a100_spot": 1.1,
+    "n1_core": 0.031611,
+    "n1_ram": 0.004237,
+    "t4": 0.35,
+    "g2_core": 0.024988,
+    "g2_ram": 0.002927,
+    "l4": 0.560347,
+}
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeGCP]:
+    server = FakeGCP().start()
+    yield server
+    server.stop()
+
+
+def make_provider(fake: FakeGCP, paths: Paths, **config: object) -> GCPProvider:
+    sleeps: list[float] = []
+    ctx = ProviderContext(
+        config={
+            "project": fake.project,
+            "anonymous": True,
+            "endpoint_url": fake.endpoint,
+            "ssh_cidr": "198.51.100.7/32",
+            "poll_s": 0.0,
+            **config,
+        },
+        paths=paths,
+        env={"HOME": str(paths.data_dir)},
+        sleep=sleeps.append,
+    )
+    provider = GCPProvider(ctx)
+    provider.sleeps = sleeps  # type: ignore[attr-defined]
+    return provider
+
+
+@pytest.fixture
+def provider(fake: FakeGCP, paths: Paths) -> GCPProvider:
+    return make_provider(fake, paths)
+
+
+@pytest.fixture
+def offers(provider: GCPProvider) -> list[Offer]:
+    return provider.fetch_offers()
+
+
+@pytest.fixture
+def offer(offers: list[Offer]) -> Offer:
+    return next(o for o in offers if o.instance_type == "a2-highgpu-1g" and o.market == "on_demand")
+
+
+class TestGCPContract(ProviderContract):
+    provider_name = "gcp"
+
+
+def by_key(offers: list[Offer]) -> dict[tuple[str, str, str], Offer]:
+    return {(o.instance_type, o.zone, o.market): o for o in offers}
+
+
+def test_offers_sum_core_ram_and_gpu_skus(offers: list[Offer]) -> None:
+    table = by_key(offers)
+    a2 = table[("a2-highgpu-1g", "us-central1-a", "on_demand")]
+    assert a2.gpu == "A100-40GB-SXM" and a2.gpu_count == 1 and a2.gpu_memory_gb == 40
+    assert a2.vcpus == 12 and a2.memory_gb == 85
+    assert a2.price_per_hour == pytest.approx(
+        12 * SKU["a2_core"] + 85 * SKU["a2_ram"] + SKU["a100"]
+    )
+    spot = table[("a2-highgpu-1g", "us-central1-a", "spot")]
+    expected = 12 * SKU["a2_core_spot"] + 85 * SKU["a2_ram_spot"] + SKU["a100_spot"]
+    assert spot.price_per_hour == pytest.approx(expected)
+    # The second page of machine types and of SKUs was read (G2 + L4 live there).
+    g2 = table[("g2-standard-8", "us-central1-c", "on_demand")]
+    assert g2.gpu == "L4"
+    assert g2.price_per_hour == pytest.approx(8 * SKU["g2_core"] + 32 * SKU["g2_ram"] + SKU["l4"])
+    assert all(o.region == "us-central1" and o.observed_at for o in offers)
+
+
+def test_attached_gpus_get_a_documented_n1_host(offers: list[Offer]) -> None:
+    table = by_key(offers)
+    t4x2 = table[("n1-standard-8+2xnvidia-tesla-t4", "us-central1-a", "on_demand")]
+    assert t4x2.gpu == "T4" and t4x2.gpu_count == 2 and t4x2.vcpus == 8
+    assert t4x2.price_per_hour == pytest.approx(
+        8 * SKU["n1_core"] + 30 * SKU["n1_ram"] + 2 * SKU["t4"]
+    )
+    assert ("n1-standard-4+1xnvidia-tesla-t4", "us-central1-a", "on_demand") in table
+    # The Virtual Workstation variant is not a separate GPU.
+    assert not any("vws" in o.instance_type for o in offers)
+
+
+def test_missing_prices_are_not_guessed(offers: list[Offer]) -> None:
+    # A3's RAM SKU is absent from the fixture: no A3 offer rather than an invented one.
+    assert not any(o.instance_type.startswith("a3-") for o in offers)
+    # No Spot T4 or Spot N1 SKU either.
+    assert not any(o.gpu == "T4" and o.market == "spot" for o in offers)
+
+
+def test_throttled_listing_is_retried_with_backoff(provider: GCPProvider, fake: FakeGCP) -> None:
+    fake.fail_next = [
+        ("GET", "aggregated/machineTypes", "error_rate_limited"),
+        ("GET", "/v1/services/", "error_backend"),
+    ]
+    assert provider.fetch_offers()
+    assert provider.sleeps == [1.0, 1.0]  # type: ignore[attr-defined]
+
+
+def test_auth_failure_is_auth_error(provider: GCPProvider, fake: FakeGCP) -> None:
+    fake.fail_next = [("GET", "zones", "error_unauthorized")]
+    with pytest.raises(AuthError) as err:
+        provider.check()
+    assert "application-default login" in (err.value.hint or "")
+
+
+def test_check_is_one_cheap_call(provider: GCPProvider, fake: FakeGCP) -> None:
+    av = provider.check()
+    assert av.enabled and "test-project" in av.reason
+    assert fake.requests == [("GET", "/compute/v1/projects/test-project/zones")]
+
+
+def test_create_puts_key_labels_firewall_spot_deadline(
+    provider: GCPProvider, fake: FakeGCP, offers: list[Offer], paths: Paths
+) -> None:
+    spot = by_key(offers)[("a2-highgpu-1g", "us-central1-a", "spot")]
+    req = replace(ProviderContract().request(spot, job="Job.With_Caps"), disk_gb=250)
+    inst = provider.create(req)
+    assert inst.id == "us-central1-a/job-with-caps" and inst.market == "spot"
+    body = fake.instances[("us-central1-a", "job-with-caps")]["_body"]
+    meta = {i["key"]: i["value"] for i in body["metadata"]["items"]}
+    assert meta["ssh-keys"].startswith("cloudgpu:ssh-ed25519 ")
+    assert json.loads(meta["cloudgpu-tags"]) == dict(req.tags)
+    assert body["labels"]["cloudgpu-job"] == "job_with_caps"  # GCP label rules
+    disk = body["disks"][0]["initializeParams"]
+    assert disk["diskSizeGb"] == "250" and disk["labels"] == body["labels"]
+    assert disk["sourceImage"].startswith(
+        "projects/deeplearning-platform-release/global/images/family/"
+    )
+    sched = body["scheduling"]
+    assert sched["provisioningModel"] == "SPOT" and sched["instanceTerminationAction"] == "DELETE"
+    assert 3500 <= int(sched["maxRunDuration"]["seconds"]) <= 3601
+    fw = fake.firewalls["job-with-caps-ssh"]
+    assert fw["sourceRanges"] == ["198.51.100.7/32"] and fw["targetTags"] == ["job-with-caps"]
+    assert fw["allowed"] == [{"IPProtocol": "tcp", "ports": ["22"]}]
+    assert body["tags"]["items"] == ["job-with-caps"]
+    key = paths.keys_dir / "gcp-job-with-caps"
+    assert stat.S_IMODE(os.stat(key).st_mode) == 0o600
+    assert inst.tags == dict(req.tags)
+    provider.terminate(inst.id)
+    assert fake.instances == {} and fake.firewalls == {}
+
+
+def test_n1_offer_attaches_its_gpus(
+    provider: GCPProvider, fake: FakeGCP, offers: list[Offer]
+) -> None:
+    t4 = by_key(offers)[("n1-standard-8+2xnvidia-tesla-t4", "us-central1-a", "on_demand")]
+    inst = provider.create(ProviderContract().request(t4, job="t4job"))
+    body = fake.instances[("us-central1-a", "t4job")]["_body"]
+    assert body["machineType"] == "zones/us-central1-a/machineTypes/n1-standard-8"
+    assert body["guestAccelerators"] == [
+        {
+            "acceleratorType": "zones/us-central1-a/acceleratorTypes/nvidia-tesla-t4",
+            "acceleratorCount": 2,
+        }
+    ]
+    assert body["scheduling"]["provisioningModel"] == "STANDARD"
+    assert body["scheduling"]["instanceTerminationAction"] == "DELETE"  # the deadline
+    assert inst.instance_type == t4.instance_type
+    provider.terminate(inst.id)
+
+
+def test_same_request_id_does_not_create_twice(
+    provider: GCPProvider, fake: FakeGCP, offer: Offer
+) -> None:
+    req = ProviderContract().request(offer)
+    first = provider.create(req)
+    again = provider.create(req)
+    assert again.id == first.id and len(fake.instances) == 1
+    inserts = [p for m, p in fake.requests if m == "POST" and p.endswith("/instances")]
+    assert len(inserts) == 2  # the second insert was answered from its requestId
+    provider.terminate(first.id)
+
+
+def test_stockout_is_capacity_error_and_cleans_up(
+    provider: GCPProvider, fake: FakeGCP, offer: Offer
+) -> None:
+    fake.exhausted_zones = {"us-central1-a"}
+    with pytest.raises(CapacityError, match="ZONE_RESOURCE_POOL_EXHAUSTED"):
+        provider.create(ProviderContract().request(offer))
+    assert fake.instances == {} and fake.firewalls == {}
+
+
+def test_zero_quota_is_quota_error_and_cleans_up(
+    provider: GCPProvider, fake: FakeGCP, offer: Offer
+) -> None:
+    fake.gpu_quota_zero = True
+    with pytest.raises(QuotaError, match="NVIDIA_A100_GPUS"):
+        provider.create(ProviderContract().request(offer))
+    assert fake.firewalls == {}
+
+
+def test_list_by_label_follows_pages(provider: GCPProvider, fake: FakeGCP, offer: Offer) -> None:
+    made = [provider.create(ProviderContract().request(offer, job=f"job-{i}")) for i in range(3)]
+    other = provider.create(replace(ProviderContract().request(offer, job="job-x"), name="other"))
+    fake.page_size = 1
+    found = provider.list_instances({"cloudgpu-owner": "contract-test"})
+    assert sorted(i.id for i in found) == sorted(i.id for i in [*made, other])
+    assert [i.id for i in provider.list_instances({TAG_JOB: "job-1"})] == [made[1].id]
+    for inst in [*made, other]:
+        provider.terminate(inst.id)
+    assert provider.list_instances({"cloudgpu-owner": "contract-test"}) == []
+
+
+def test_preempted_spot_vm_reads_as_preempted(
+    provider: GCPProvider, fake: FakeGCP, offers: list[Offer]
+) -> None:
+    spot = by_key(offers)[("a2-highgpu-1g", "us-central1-a", "spot")]
+    inst = provider.create(ProviderContract().request(spot, job="spotty"))
+    fake.preempt("us-central1-a", "spotty")
+    assert provider.describe(inst.id).state == InstanceState.PREEMPTED
+    provider.terminate(inst.id)  # the firewall rule is still ours to remove
+    assert fake.firewalls == {}
+
+
+def test_terminate_retries_a_throttled_delete(
+    provider: GCPProvider, fake: FakeGCP, offer: Offer
+) -> None:
+    inst = provider.create(ProviderContract().request(offer))
+    fake.fail_next = [("DELETE", "/instances/", "error_rate_limited")]
+    provider.terminate(inst.id)
+    assert fake.instances == {}
+    assert provider.sleeps == [1.0]  # type: ignore[attr-defined]
+
+
+def test_throttling_that_persists_is_transient(fake: FakeGCP, paths: Paths) -> None:
+    provider = make_provider(fake, paths, attempts=2)
+    fake.fail_next = [("GET", "zones", "error_rate_limited")] * 2
+    with pytest.raises(TransientError):
+        provider.check()
+
+
+def test_no_credentials_is_disabled_with_reason(paths: Paths, tmp_path: Path) -> None:
+    ctx = ProviderContext(config={}, paths=paths, env={"HOME": str(tmp_path)})
+    av = GCPProvider(ctx).availability()
+    assert not av.enabled and "Application Default Credentials" in av.reason
+    assert "env:GOOGLE_APPLICATION_CREDENTIALS" in av.sources
+
+
+def test_adc_file_and_project_are_found_without_network(paths: Paths, tmp_path: Path) -> None:
+    adc = tmp_path / ".config" / "gcloud" / "application_default_credentials.json"
+    adc.parent.mkdir(parents=True)
+    secret = "1//0SECRET-REFRESH-TOKEN"
+    adc.write_text(
+        json.dumps(
+            {
+                "type": "authorized_user",
+                "client_id": "x",
+                "client_secret": "y",
+                "refresh_token": secret,
+                "quota_project_id": "my-proj",
+            }
+        )
+    )
+    av = GCPProvider(
+        ProviderContext(config={}, paths=paths, env={"HOME": str(tmp_path)})
+    ).availability()
+    assert av.enabled and "gcloud ADC (authorized_user)" in av.reason and "my-proj" in av.reason
+    assert secret not in av.reason
+
+
+def test_credentials_without_project_are_not_enough(paths: Paths, tmp_path: Path) -> None:
+    key = tmp_path / "sa.json"
+    key.write_text(json.dumps({"type": "service_account"}))
+    env = {"HOME": str(tmp_path), "GOOGLE_APPLICATION_CREDENTIALS": str(key)}
+    av = GCPProvider(ProviderContext(config={}, paths=paths, env=env)).availability()
+    assert not av.enabled and "no project" in av.reason
+
+
+def test_importing_the_provider_loads_no_sdk() -> None:
+    code = "import sys, cloudgpu_providers.gcp; print([m for m in sys.modules if 'google' in m])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
