@@ -8,7 +8,8 @@ process carrying the instance's id in its environment and removes the workspace.
 
 Enabled by default: it is what runs a job when no cloud is configured. Config
 ``[providers.local]``: ``enabled = false`` to turn it off, ``price_per_hour`` to give
-this machine a cost (default 0). It never powers the machine off or touches anything
+this machine a cost (default 0), ``workspace_dir`` to put workspaces on another disk
+(default ``<data>/local``). It never powers the machine off or touches anything
 outside its workspace.
 """
 
@@ -47,7 +48,10 @@ class LocalProvider(Provider):
 
     @property
     def root(self) -> Path:
-        return self.ctx.paths.data_dir / "local"
+        configured = self.ctx.config.get("workspace_dir")
+        if configured is not None and not isinstance(configured, str):
+            raise ConfigError("providers.local.workspace_dir: expected a directory path")
+        return Path(configured).expanduser() if configured else self.ctx.paths.data_dir / "local"
 
     def availability(self) -> Availability:
         if self.ctx.config.get("enabled", True) is False:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from cloudgpu.catalog.gpus import GpuRegistry
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import ConfigError
-from cloudgpu.spec.model import JobSpec, Resources
+from cloudgpu.spec.model import GpuRequest, JobSpec, Resources
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def shortfalls(res: Resources, o: Offer, wanted: frozenset[str] | None) -> list[
 
 def _gpu_shortfalls(res: Resources, o: Offer, wanted: frozenset[str] | None) -> list[str]:
     g = res.gpu
-    if g.cpu_only:
+    if g.cpu_only or g == GpuRequest():  # `gpu:` omitted: the job needs no GPU
         return []
     if o.gpu_count == 0:
         return ["no GPU"]

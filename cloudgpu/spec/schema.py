@@ -24,7 +24,10 @@ _COPY = {
 
 RESOURCES: dict[str, Any] = {
     "gpu": {
-        "description": 'GPU model and count: "A100-80GB:8", "H100", "24GB+", "any", "none"',
+        "description": (
+            'GPU model and count: "A100-80GB:8", "H100", "24GB+", "any", "none"; '
+            "omitted: the job needs no GPU"
+        ),
         "type": ["string", "integer", "null"],
     },
     "cpus": {**_MIN_COUNT, "description": 'minimum vCPUs, e.g. "16+"'},
