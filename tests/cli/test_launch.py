@@ -58,7 +58,7 @@ def test_run_failure_propagates_exit_code(tmp_path: Path, cloudgpu_home: Path) -
     job = job_file(tmp_path, "name: fails\nresources: {gpu: none}\nrun: echo boom; exit 7\n")
     code, _, err = main_exit(["launch", str(job), "--yes"])
     assert code == 7
-    line = [l for l in err.splitlines() if l.startswith("error:")]
+    line = [ln for ln in err.splitlines() if ln.startswith("error:")]
     assert len(line) == 1 and "exit code 7" in line[0] and "log:" in line[0]
     (rec,) = store(cloudgpu_home).jobs()
     assert rec.state == "failed" and rec.exit_code == 7
@@ -93,8 +93,11 @@ def test_missing_data_path_one_line(tmp_path: Path) -> None:
     job = job_file(tmp_path, "name: d\nrun: x\ndata:\n  - {src: ./gone, dst: /nvme/d}\n")
     code, _, err = main_exit(["launch", str(job), "--yes"])
     assert code == 2
-    assert err.strip().splitlines()[0].endswith("data[0].src: local path does not exist: "
-                                                f"{tmp_path / 'gone'}")
+    assert (
+        err.strip()
+        .splitlines()[0]
+        .endswith(f"data[0].src: local path does not exist: {tmp_path / 'gone'}")
+    )
 
 
 def test_dry_run_and_confirmation(tmp_path: Path, cloudgpu_home: Path) -> None:
@@ -154,10 +157,12 @@ def test_sigterm_tears_down(tmp_path: Path, cloudgpu_home: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "cloudgpu", "launch", str(job), "--yes"],
         env={**os.environ, "CLOUDGPU_HOME": str(cloudgpu_home)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
-    wait_for(lambda: any(j.state == "running" for j in store(cloudgpu_home).jobs()),
-             what="job running")
+    wait_for(
+        lambda: any(j.state == "running" for j in store(cloudgpu_home).jobs()), what="job running"
+    )
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -200,10 +205,12 @@ def test_kill9_then_orphans(tmp_path: Path, cloudgpu_home: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "cloudgpu", "launch", str(job), "--yes"],
         env={**os.environ, "CLOUDGPU_HOME": str(cloudgpu_home)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
-    wait_for(lambda: any(j.state == "running" for j in store(cloudgpu_home).jobs()),
-             what="job running")
+    wait_for(
+        lambda: any(j.state == "running" for j in store(cloudgpu_home).jobs()), what="job running"
+    )
     proc.kill()
     proc.wait()
     assert len(local_workspaces(cloudgpu_home)) == 1
