@@ -8,6 +8,7 @@ must not look at prices.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from cloudgpu.catalog.gpus import GpuSpec
@@ -97,14 +98,14 @@ def estimate_shape(w: Workload, shape: Shape, spec: GpuSpec | None) -> ShapeEsti
         if need > shape.gpu_memory_gb:
             continue
         hours, eff = _hours(w, lay, spec, shape)
-        key = hours if hours == hours else 0.0  # unknown speed: keep preference order
+        key = 0.0 if math.isnan(hours) else hours  # unknown speed: keep preference order
         if best is None or key < best[0]:
             best = (key, lay, parts, eff)
-            if hours != hours:
+            if math.isnan(hours):
                 break
     if best is not None:
         key, lay, parts, eff = best
-        known = eff == eff
+        known = not math.isnan(eff)
         return ShapeEstimate(
             True,
             lay,
@@ -164,9 +165,10 @@ def suggest_fix(w: Workload, shape: Shape, spec: GpuSpec | None) -> str:
             how = est.layout.describe() if est.layout else ""
             extra = f", {how}" if how else ""
             return f"{label} ({est.memory_gb:.1f} GB/GPU{extra})"
-    big = estimate_shape(w, replace(shape, gpu_memory_gb=1e9), spec)
-    if big.fits:
-        return f"a GPU with >= {big.memory_gb:.0f} GB"
+    here = estimate_shape(w, shape, spec)
+    if here.layout is not None:
+        how = here.layout.describe()
+        return f"a GPU with >= {math.ceil(here.memory_gb)} GB" + (f" ({how})" if how else "")
     return "no single change fits it"
 
 

@@ -1,5 +1,6 @@
 """Which offers meet a job's ``resources:`` block, and for those that don't, which
-requirement they miss (one short reason per offer).
+requirement they miss: one short reason per offer, "what (this offer's value)", so the
+text before " (" groups offers that miss the same requirement.
 
 Pure filtering over offers handed in; it must not size workloads or rank anything.
 """
@@ -38,30 +39,49 @@ class Requirements:
 def _gpu_checks(res: Resources, registry: GpuRegistry) -> list[Check]:
     req = res.gpu
     if req.cpu_only:
-        return [lambda o: f"has {o.gpu_count} GPU(s); job is CPU-only" if o.gpu_count else ""]
+        return [lambda o: f"CPU-only job; offer has GPUs ({o.gpu_count})" if o.gpu_count else ""]
     checks: list[Check] = [lambda o: "" if o.gpu_count > 0 else "no GPU"]
     if req.name and not req.any_gpu:
         names = registry.matches(req.name)
-        checks.append(lambda o: "" if o.gpu in names else f"GPU {o.gpu} is not {req.name}")
+        checks.append(lambda o: "" if o.gpu in names else f"GPU not {req.name} ({o.gpu})")
+    else:
+        checks.append(_not_accelerator(registry))
     if req.count is not None:
         count = req.count
-        checks.append(lambda o: "" if o.gpu_count == count else f"{o.gpu_count} GPUs, not {count}")
+        checks.append(
+            lambda o: "" if o.gpu_count == count else f"GPU count not {count} ({o.gpu_count})"
+        )
     if req.min_memory_gb is not None:
         floor = req.min_memory_gb
         checks.append(
             lambda o: (
                 ""
                 if o.gpu_memory_gb >= floor * MEMORY_TOLERANCE
-                else f"{o.gpu_memory_gb:g} GB per GPU < {floor:g} GB"
+                else f"GPU memory < {floor:g} GB ({o.gpu_memory_gb:g})"
             )
         )
     return checks
 
 
+def _not_accelerator(registry: GpuRegistry) -> Check:
+    """Without a named GPU, "a GPU" means a CUDA/ROCm GPU, not an ASIC such as Inferentia
+    (those run only their vendor's SDK); a GPU the registry does not know is kept."""
+    kinds: dict[str, bool] = {}
+
+    def check(o: Offer) -> str:
+        ok = kinds.get(o.gpu)
+        if ok is None:
+            spec = registry.spec(o.gpu)
+            ok = kinds[o.gpu] = spec is None or spec.is_gpu
+        return "" if ok else f"not a GPU: an accelerator ({o.gpu})"
+
+    return check
+
+
 def _floor(value: float | None, attr: Callable[[Offer], float], what: str) -> list[Check]:
     if value is None:
         return []
-    return [lambda o: "" if attr(o) >= value else f"{attr(o):g} {what} < {value:g}"]
+    return [lambda o: "" if attr(o) >= value else f"{what} < {value:g} ({attr(o):g})"]
 
 
 def _market_checks(res: Resources) -> list[Check]:
@@ -77,14 +97,17 @@ def _place_checks(res: Resources) -> list[Check]:
     checks: list[Check] = []
     if res.providers:
         wanted = frozenset(res.providers)
-        checks.append(lambda o: "" if o.provider in wanted else f"provider {o.provider} not listed")
+        listed = ", ".join(sorted(wanted))
+        checks.append(
+            lambda o: "" if o.provider in wanted else f"provider not in {listed} ({o.provider})"
+        )
     if res.regions:
         pats = tuple(res.regions)
         checks.append(
             lambda o: (
                 ""
                 if any(fnmatch.fnmatchcase(o.region, p) for p in pats)
-                else f"region {o.region} matches none of {', '.join(pats)}"
+                else f"region not in {', '.join(pats)} ({o.region})"
             )
         )
     if res.max_price is not None:
@@ -93,7 +116,7 @@ def _place_checks(res: Resources) -> list[Check]:
             lambda o: (
                 ""
                 if o.price_per_hour <= cap
-                else f"${o.price_per_hour:.2f}/h > max_price ${cap:g}/h"
+                else f"price > max_price ${cap:g}/h (${o.price_per_hour:.2f}/h)"
             )
         )
     return checks
@@ -106,7 +129,7 @@ def compile_requirements(res: Resources, registry: GpuRegistry) -> Requirements:
         *_market_checks(res),
         *_gpu_checks(res, registry),
         *_floor(res.cpus, lambda o: o.vcpus, "vCPUs"),
-        *_floor(res.memory_gb, lambda o: o.memory_gb, "GB RAM"),
-        *_floor(res.local_nvme_gb, lambda o: o.nvme_gb, "GB local NVMe"),
+        *_floor(res.memory_gb, lambda o: o.memory_gb, "RAM GB"),
+        *_floor(res.local_nvme_gb, lambda o: o.nvme_gb, "local NVMe GB"),
     ]
     return Requirements(tuple(checks))

@@ -1,0 +1,363 @@
+"""`cloudgpu plan JOB.yaml` and `cloudgpu estimate --model ... --kind ...`: rank the
+machines that fit a workload by what the whole job costs.
+
+Thin: loads the job (or builds one from flags), the GPU registry, the offer catalog and
+the startup history, calls cloudgpu.planner.plan and renders the result as a table or
+JSON. All sizing and ranking lives in the planner.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cloudgpu.catalog import GpuRegistry, Offer, load_catalog, load_registry
+from cloudgpu.cli.context import App, get_app
+from cloudgpu.errors import ConfigError
+from cloudgpu.planner import OBJECTIVES, Candidate, Plan, StartupHistory
+from cloudgpu.planner import plan as make_plan
+from cloudgpu.spec import load_job
+from cloudgpu.spec.model import GpuRequest, JobSpec, Resources
+
+F = Callable[..., Any]
+
+
+def candidate_json(c: Candidate) -> dict[str, Any]:
+    o = c.offer
+    return {
+        "provider": o.provider,
+        "instance_type": o.instance_type,
+        "region": o.region,
+        "zone": o.zone,
+        "market": o.market,
+        "gpu": o.gpu,
+        "gpu_count": o.gpu_count,
+        "num_nodes": c.num_nodes,
+        "fits": c.fits,
+        "memory_per_gpu_gb": c.memory_per_gpu_gb,
+        "memory_breakdown_gb": c.memory_breakdown,
+        "layout": c.layout,
+        "est_hours": _round(c.est_hours),
+        "est_gpu_hours": _round(c.est_gpu_hours),
+        "est_cost": _round(c.est_cost),
+        "price_per_hour": round(c.price_per_hour, 4),
+        "scaling_efficiency": _round(c.scaling_efficiency),
+        "stall_fraction": c.stall_fraction,
+        "staging_hours": _round(c.staging_hours),
+        "startup_hours": _round(c.startup_hours),
+        "spot_penalty_hours": _round(c.spot_penalty_hours),
+        "reason": c.reason,
+        "fix": c.fix,
+    }
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+def _gpu_config(c: Candidate) -> str:
+    o = c.offer
+    one = f"{o.gpu_count}x {o.gpu}" if o.gpu_count else "CPU only"
+    return f"{c.num_nodes} x ({one})" if c.num_nodes > 1 else one
+
+
+def _num(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _table(headers: Sequence[str], rows: list[list[str]], numeric: set[int]) -> list[str]:
+    widths = [max(len(r[i]) for r in [list(headers), *rows]) for i in range(len(headers))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if i in numeric else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    return [line(headers), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
+
+
+def render_candidates(cands: list[Candidate]) -> list[str]:
+    headers = [
+        "#",
+        "provider",
+        "instance",
+        "region",
+        "market",
+        "GPUs",
+        "fits",
+        "mem/GPU GB",
+        "layout",
+        "est hours",
+        "est total $",
+        "$/h",
+    ]
+    rows = [
+        [
+            str(i),
+            c.offer.provider,
+            c.offer.instance_type,
+            f"{c.offer.region}/{c.offer.zone}" if c.offer.zone else c.offer.region,
+            c.offer.market,
+            _gpu_config(c),
+            "yes" if c.fits else "no",
+            _num(c.memory_per_gpu_gb, ".1f"),
+            c.layout or "-",
+            _num(c.est_hours, ",.1f"),
+            _num(c.est_cost, ",.2f"),
+            f"{c.price_per_hour:,.2f}",
+        ]
+        for i, c in enumerate(cands, 1)
+    ]
+    return _table(headers, rows, {0, 7, 9, 10, 11})
+
+
+def _workload_reject(c: Candidate) -> bool:
+    """Met the resources but not the workload (memory) or the budget."""
+    return c.memory_per_gpu_gb is not None or c.est_cost is not None
+
+
+def render_rejected(p: Plan, limit: int) -> list[str]:
+    """Offers that met the resources but not the workload, then resource misses grouped."""
+    by_workload = [c for c in p.rejected if _workload_reject(c)]
+    lines: list[str] = []
+    seen: set[tuple[str, int, int]] = set()
+    shown = 0
+    for c in by_workload:
+        key = (c.offer.gpu, c.offer.gpu_count, c.num_nodes)
+        if key in seen or shown >= limit:
+            continue
+        seen.add(key)
+        shown += 1
+        fix = f"; fix: {c.fix}" if c.fix else ""
+        lines.append(f"  {_gpu_config(c)} ({c.offer.instance_type}): {c.reason}{fix}")
+    resource = [c.reason.split(" (")[0] for c in p.rejected if not _workload_reject(c)]
+    for reason, n in Counter(resource).most_common(5):
+        lines.append(f"  {n} offer(s): {reason}")
+    if lines:
+        lines.insert(0, f"Not fitting ({len(p.rejected)} offers):")
+    return lines
+
+
+def render_plan(p: Plan, limit: int) -> str:
+    out = [p.summary]
+    w = p.workload
+    if w is not None:
+        arch = w.arch
+        note = " (shape inferred from params)" if arch.inferred else ""
+        out.append(f"workload: {w.kind} {arch.name}, {arch.total_params / 1e9:.2f}B params{note}")
+    if p.candidates:
+        out += render_candidates(p.candidates[:limit])
+        best = p.candidates[0]
+        if best.memory_breakdown:
+            parts = ", ".join(f"{k} {v:.1f}" for k, v in best.memory_breakdown.items())
+            out.append(f"#1 memory per GPU (GB): {parts}")
+    out += render_rejected(p, limit)
+    if p.needs:
+        out.append(p.needs)
+    return "\n".join(out)
+
+
+def emit(p: Plan, as_json: bool, limit: int, all_rows: bool) -> None:
+    if not p.candidates:
+        for line in render_rejected(p, limit):
+            click.echo(line, err=True)
+        why = p.needs or "no offer meets the job's resources"
+        raise ConfigError(f"nothing fits: {why}", hint="see the reasons above")
+    if as_json:
+        rows = p.candidates[:limit]
+        rows += [c for c in p.rejected if all_rows or _workload_reject(c)][:limit]
+        click.echo(json.dumps([candidate_json(c) for c in rows], indent=2))
+    else:
+        click.echo(render_plan(p, limit))
+
+
+def local_data_bytes(job: JobSpec) -> int | None:
+    """Bytes of the job's local data sources; None when any source is remote or missing."""
+    total = 0
+    for item in job.data:
+        if "://" in item.src:
+            return None
+        path = Path(job.base_dir or ".", item.src).expanduser()
+        if path.is_file():
+            total += path.stat().st_size
+        elif path.is_dir():
+            for root, _dirs, files in os.walk(path):
+                total += sum(Path(root, f).stat().st_size for f in files)
+        else:
+            return None
+    return total if job.data else None
+
+
+def _history(app: App) -> StartupHistory:
+    if not app.paths.state_db.exists():
+        return StartupHistory()
+    store = app.store()
+    try:
+        return StartupHistory.from_store(store)
+    finally:
+        store.close()
+
+
+def _common(func: F) -> F:
+    func = click.option(
+        "--all",
+        "all_rows",
+        is_flag=True,
+        help="With --json, include offers rejected by resources too.",
+    )(func)
+    func = click.option(
+        "--limit",
+        type=click.IntRange(1),
+        default=10,
+        show_default=True,
+        help="Candidates (and rejected examples) to show.",
+    )(func)
+    func = click.option("--json", "as_json", is_flag=True, help="JSON list, best first.")(func)
+    func = click.option(
+        "--objective",
+        type=click.Choice(OBJECTIVES),
+        default="cheapest",
+        show_default=True,
+        help="Rank by total cost, speed, or $/hour.",
+    )(func)
+    return func
+
+
+@click.command("plan")
+@click.argument("job_file", type=click.Path(dir_okay=False))
+@_common
+def plan_cmd(job_file: str, objective: str, as_json: bool, limit: int, all_rows: bool) -> None:
+    """Rank the machines that fit JOB_FILE by estimated total cost."""
+    app = get_app()
+    job = load_job(job_file)
+    registry = load_registry()
+    catalog = load_catalog(app.paths)
+    result = make_plan(
+        job,
+        catalog.offers,
+        registry=registry,
+        objective=objective,
+        history=_history(app),
+        data_bytes=local_data_bytes(job),
+    )
+    emit(result, as_json, limit, all_rows)
+
+
+plan = plan_cmd  # COMMANDS names the attribute `plan`
+
+
+_WORKLOAD_FLAGS: tuple[tuple[str, str, type, str], ...] = (
+    ("--params", "params", str, "Parameter count instead of --model, e.g. 8B."),
+    ("--tokens", "tokens", str, "Tokens to train on (training kinds), e.g. 1B."),
+    ("--precision", "precision", str, "bf16 | fp16 | fp32 | fp8 | int8 | int4."),
+    ("--seq-len", "seq_len", int, "Sequence length / inference context."),
+    ("--micro-batch", "micro_batch", int, "Sequences per GPU per step."),
+    ("--grad-accum", "grad_accum", int, "Micro-steps per optimizer step."),
+    ("--checkpointing", "checkpointing", str, "auto | none | selective | full."),
+    ("--optimizer", "optimizer", str, "adamw | adam8bit | sgd | ..."),
+    ("--sharding", "sharding", str, "auto | ddp | zero1 | zero2 | zero3 | fsdp."),
+    ("--lora-rank", "lora_rank", int, "Adapter rank (lora/qlora)."),
+    ("--mfu", "mfu", float, "Override the MFU default."),
+    ("--batch", "batch", int, "Concurrent sequences (inference)."),
+    ("--requests", "requests", str, "Requests to serve (inference), e.g. 100K."),
+    ("--input-tokens", "input_tokens", int, "Prompt tokens per request."),
+    ("--output-tokens", "output_tokens", int, "Generated tokens per request."),
+)
+
+
+def _workload_flags(func: F) -> F:
+    for flag, dest, typ, helptext in reversed(_WORKLOAD_FLAGS):
+        func = click.option(flag, dest, type=typ, default=None, help=helptext)(func)
+    return func
+
+
+def pinned_offer(
+    registry: GpuRegistry, offers: Sequence[Offer], gpu: str, count: int, spot: bool
+) -> Offer:
+    """A hypothetical machine of ``count`` x ``gpu``, priced at the catalog's cheapest
+    $/GPU-hour for that GPU and networked like the best-connected real offer of it."""
+    names = registry.matches(gpu)
+    if len(names) > 1:
+        raise ConfigError(
+            f"--gpu {gpu} matches {', '.join(sorted(names))}",
+            hint="name one variant to pin a configuration with --count",
+        )
+    spec = registry.require(next(iter(names)))
+    market = "spot" if spot else "on_demand"
+    same = [o for o in offers if o.gpu == spec.name and o.gpu_count and o.market == market]
+    per_gpu = min((o.price_per_gpu_hour for o in same), default=0.0)
+    network = max((o.network_gbps for o in same if o.gpu_count == count), default=0.0)
+    return Offer(
+        provider="estimate",
+        instance_type=f"{count}x{spec.name}",
+        region="-",
+        zone="",
+        market=market,
+        gpu=spec.name,
+        gpu_count=count,
+        gpu_memory_gb=spec.memory_gb,
+        vcpus=0.0,
+        memory_gb=0.0,
+        price_per_hour=per_gpu * count,
+        network_gbps=network,
+        price_source="cheapest catalog $/GPU-hour" if same else "no catalog price",
+    )
+
+
+@click.command("estimate")
+@click.option("--model", help="A bundled model, e.g. llama-3-70b.")
+@click.option("--kind", required=True, help="train | finetune | lora | qlora | inference.")
+@_workload_flags
+@click.option("--gpu", help="Only this GPU (name or family).")
+@click.option("--count", type=click.IntRange(1), help="Pin GPUs per node (needs --gpu).")
+@click.option(
+    "--nodes", type=click.IntRange(1), default=1, show_default=True, help="Nodes of that machine."
+)
+@click.option("--spot/--on-demand", "spot", default=None, help="Only spot / on-demand.")
+@click.option("--provider", "providers", multiple=True, help="Only this provider (repeatable).")
+@_common
+def estimate(
+    model: str | None,
+    kind: str,
+    gpu: str | None,
+    count: int | None,
+    nodes: int,
+    spot: bool | None,
+    providers: tuple[str, ...],
+    objective: str,
+    as_json: bool,
+    limit: int,
+    all_rows: bool,
+    **flags: Any,
+) -> None:
+    """Size and cost a workload without a job file."""
+    if count is not None and not gpu:
+        raise click.UsageError("--count needs --gpu")
+    workload: dict[str, Any] = {"kind": kind}
+    if model:
+        workload["model"] = model
+    workload.update({k: v for k, v in flags.items() if v is not None})
+    app = get_app()
+    registry = load_registry()
+    offers: Sequence[Offer] = load_catalog(app.paths).offers
+    gpu_req = GpuRequest(name=gpu)
+    if gpu and count is not None:
+        offers = [pinned_offer(registry, offers, gpu, count, bool(spot))]
+        gpu_req = GpuRequest()
+    spot_text = "auto" if spot is None else str(spot).lower()
+    job = JobSpec(
+        name="estimate",
+        workload=workload,
+        num_nodes=nodes,
+        source="estimate",
+        resources=Resources(gpu=gpu_req, spot=spot_text, providers=providers),
+    )
+    result = make_plan(job, offers, registry=registry, objective=objective, history=_history(app))
+    emit(result, as_json, limit, all_rows)
