@@ -61,6 +61,7 @@ class GCPProvider(Provider):
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
         self._clients: Clients | None = None
+        self._notice_checked: dict[str, float] = {}
 
     # -- credentials -----------------------------------------------------------------
 
@@ -332,6 +333,25 @@ class GCPProvider(Provider):
         except ProviderError:
             return False  # an unknown cause is reported as a plain termination
         return False
+
+    def preemption_notice(self, instance: Instance) -> float | None:
+        """GCP gives a Spot VM ~30 s: it goes STOPPING, then (action DELETE) disappears.
+
+        Seen from outside, at most every ``notice_poll_s`` seconds (default 10) so the
+        lifecycle's one-second watch loop does not spend the project's API rate.
+        """
+        if instance.market != "spot":
+            return None
+        now = self.ctx.clock()
+        last = self._notice_checked.get(instance.id, 0.0)
+        if now - last < float(self.ctx.config.get("notice_poll_s", 10.0)):
+            return None
+        self._notice_checked[instance.id] = now
+        zone, _, name = instance.id.partition("/")
+        inst = self._get(zone, name)
+        if inst is not None and inst.status not in ("STOPPING", "TERMINATED"):
+            return None
+        return now if self._preempted(zone, name) else None
 
     def list_instances(self, tags: Mapping[str, str]) -> list[Instance]:
         client = self.clients.compute("InstancesClient")

@@ -19,6 +19,7 @@ import json
 import math
 import shlex
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from cloudgpu.provider import TAG_INSTANCE, CreateRequest, Instance, InstanceState, SSHTarget
@@ -41,7 +42,7 @@ POD_FIELDS = """
     costPerHr
     containerDiskInGb
     machineId
-    machine { gpuDisplayName }
+    machine { gpuDisplayName maintenanceStart maintenanceEnd }
     runtime {
       uptimeInSeconds
       ports { ip isIpPublic privatePort publicPort type }
@@ -151,6 +152,27 @@ def to_instance(pod: Mapping[str, Any] | None, pod_id: str, key_file: str | None
             "gpu": machine.get("gpuDisplayName"),
         },
     )
+
+
+def maintenance_start(pod: Mapping[str, Any] | None) -> float | None:
+    """Unix time a host maintenance window starts (RunPod stops the pod for it), if any.
+
+    ``machine.maintenanceStart`` is the only advance notice RunPod publishes; it is read
+    leniently (ISO 8601 or epoch seconds/milliseconds) since the schema types it loosely.
+    """
+    raw = ((pod or {}).get("machine") or {}).get("maintenanceStart")
+    if raw in (None, "", 0):
+        return None
+    try:
+        value = float(raw)
+        return value / 1000.0 if value > 1e11 else value
+    except (TypeError, ValueError):
+        pass
+    try:
+        dt = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
 
 
 def start_command(deadline_in_s: float | None, image_start: str) -> str:

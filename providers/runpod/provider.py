@@ -50,11 +50,17 @@ class RunPodProvider(Provider):
     capabilities: ClassVar[Capabilities] = Capabilities(
         spot=False,  # spot pods are being retired (REFERENCE.md section 7)
         stop=True,
-        preemption_notice=False,  # none; the watcher polls pod status
+        # No spot notice; host maintenance windows (machine.maintenanceStart) are the one
+        # advance warning RunPod publishes, read by preemption_notice() and the watcher.
+        preemption_notice=True,
         idempotent_create=True,  # emulated: the token travels in the pod's tags
         remote=True,
         billing_granularity_s=1,
     )
+
+    def __init__(self, ctx: Any) -> None:
+        super().__init__(ctx)
+        self._notice_checked: dict[str, float] = {}
 
     # -- credentials -----------------------------------------------------------------
 
@@ -159,6 +165,24 @@ class RunPodProvider(Provider):
             data = {}
         pod = data.get("pod")
         return pods.to_instance(pod, instance_id, self._key_file_for(pod))
+
+    def preemption_notice(self, instance: Instance) -> float | None:
+        """Start of a host maintenance window due within ``notice_ahead_s`` (default 600).
+
+        Polled at most every ``notice_poll_s`` seconds (default 10) per pod.
+        """
+        now = self.ctx.clock()
+        if now - self._notice_checked.get(instance.id, 0.0) < float(
+            self.ctx.config.get("notice_poll_s", 10.0)
+        ):
+            return None
+        self._notice_checked[instance.id] = now
+        data = self._client().query(pods.Q_POD, {"input": {"podId": instance.id}})
+        start = pods.maintenance_start(data.get("pod"))
+        ahead = float(self.ctx.config.get("notice_ahead_s", 600.0))
+        if start is not None and start - now <= ahead:
+            return start
+        return None
 
     def list_instances(self, tags: Mapping[str, str]) -> list[Instance]:
         out = []
