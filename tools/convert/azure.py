@@ -53,6 +53,7 @@ _DOCUMENTED: dict[str, tuple[int, float | None, int, float]] = {
     "Standard_NV18ads_A10_v5": (1, 12.0, 0, 0.0),
     "Standard_NC8ads_A10_v4": (1, 8.0, 0, 0.0),
     "Standard_NC16ads_A10_v4": (1, 16.0, 0, 0.0),
+    "Standard_NC32ads_A10_v4": (1, None, 0, 0.0),
 }
 
 
@@ -62,9 +63,9 @@ def _row(raw: dict[str, str], ctx: Context) -> Row:
     count = int(float(raw["AcceleratorCount"] or 0))
     doc_count, fraction_mem, nvme_n, nvme_gb = _DOCUMENTED.get(size, (count, None, 0, 0.0))
     flags: list[str] = []
-    if count and doc_count != count:
+    if doc_count != count:  # includes sizes published with no count at all
         ctx.notes.append(
-            f"{size}: table says {count} GPUs, documented {doc_count}; using {doc_count}"
+            f"{size}: table says {count or 'no'} GPUs, documented {doc_count}; using {doc_count}"
         )
         flags.append(FLAG_GPU_COUNT_CORRECTED)
     mem = fraction_mem
@@ -80,6 +81,8 @@ def _row(raw: dict[str, str], ctx: Context) -> Row:
 
 
 def convert(ctx: Context, csv_path: Path) -> None:
+    """Every row of a documented GPU size becomes offers; a size with no GPU count in
+    the table nor in _DOCUMENTED is skipped with a counted reason."""
     seen: set[tuple[str, str]] = set()
     for raw in read_rows(csv_path):
         key = (raw["InstanceType"], raw["Region"])
@@ -87,4 +90,8 @@ def convert(ctx: Context, csv_path: Path) -> None:
             ctx.skipped["duplicate size/region row (other Hyper-V generation)"] += 1
             continue
         seen.add(key)
-        emit(ctx, _row(raw, ctx))
+        row = _row(raw, ctx)
+        if row.gpu_count < 1:
+            ctx.skipped[f"{raw['InstanceType']}: no GPU count in table or docs"] += 1
+            continue
+        emit(ctx, row)
