@@ -103,7 +103,7 @@ class ArmClients:
 def make_clients(credential: Any, subscription_id: str, settings: ArmSettings) -> ArmClients:
     from azure.mgmt.compute import ComputeManagementClient  # lazy: heavy SDK
     from azure.mgmt.network import NetworkManagementClient
-    from azure.mgmt.resource import ResourceManagementClient
+    from azure.mgmt.resource.resources import ResourceManagementClient
 
     kw = settings.client_kwargs()
     return ArmClients(

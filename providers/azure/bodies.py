@@ -54,8 +54,9 @@ def image_reference(image: str) -> dict[str, str]:
     parts = image.split(":")
     if len(parts) != 4 or not all(parts):
         raise ConfigError(
-            f"providers.azure.image: '{image}' is not an image URN or id",
-            hint="expected publisher:offer:sku:version, e.g. " + DEFAULT_IMAGE,
+            f"providers.azure.image: '{image}' is not an image URN "
+            "(publisher:offer:sku:version) or an image resource id",
+            hint="e.g. " + DEFAULT_IMAGE,
         )
     publisher, offer, sku, version = parts
     return {"publisher": publisher, "offer": offer, "sku": sku, "version": version}

@@ -177,6 +177,9 @@ class AzureProvider(Provider):
     def create(self, request: CreateRequest) -> Instance:
         offer, cfg = request.offer, self.ctx.config
         group = GROUP_PREFIX + request.name
+        image = str(request.image or cfg.get("image") or bodies.DEFAULT_IMAGE)
+        bodies.image_reference(image)  # bad input fails before anything is made
+        cidr = self._ssh_cidr(request)
         key_file: str | None = None
         public_key = request.ssh_public_key.strip()
         if not public_key:
@@ -195,16 +198,15 @@ class AzureProvider(Provider):
             size=offer.instance_type,
             spot=offer.market == "spot",
             ssh_public_key=public_key,
-            ssh_cidr=self._ssh_cidr(request),
+            ssh_cidr=cidr,
             tags=tags,
             zone=offer.zone,
-            image=str(request.image or cfg.get("image") or bodies.DEFAULT_IMAGE),
+            image=image,
             disk_gb=int(request.disk_gb),
             disk_sku=str(cfg.get("disk_sku", "Premium_LRS")),
             admin_user=str(cfg.get("admin_user", "azureuser")),
             user_data=request.user_data,
         )
-        bodies.image_reference(plan.image)  # bad image input fails before anything is made
         deadline = request.deadline if cfg.get("auto_shutdown", True) else None
         created = deploy.create_group(self._arm(), plan, deadline, self.ctx.clock(), _timeout(cfg))
         return self._instance(group, tags, created.vm, created.public_ip, key_file)

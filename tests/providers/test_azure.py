@@ -1,0 +1,259 @@
+"""Azure provider against a stateful fake ARM on loopback HTTPS (tests/fixtures/azure):
+the shared contract, what create() sends, error mapping, cleanup, paging, eviction."""
+
+from __future__ import annotations
+
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cloudgpu_providers.azure import AzureProvider
+
+from cloudgpu.catalog.offer import Offer
+from cloudgpu.errors import AuthError, CapacityError, ConfigError, QuotaError
+from cloudgpu.paths import Paths
+from cloudgpu.provider import (
+    TAG_EXPIRES,
+    TAG_JOB,
+    TAG_OWNER,
+    CreateRequest,
+    InstanceState,
+    ProviderContext,
+)
+from tests.fixtures.azure.fake_arm import FakeArm, StaticToken, provider_config
+from tests.providers.contract import ProviderContract
+
+A100 = "Standard_NC24ads_A100_v4"
+H100 = "Standard_ND96isr_H100_v5"
+
+
+def make_offer(size: str = A100, market: str = "on_demand", zone: str = "") -> Offer:
+    return Offer(
+        provider="azure",
+        instance_type=size,
+        region="eastus",
+        zone=zone,
+        market=market,
+        gpu="A100-80GB-PCIe",
+        gpu_count=1,
+        gpu_memory_gb=80,
+        vcpus=24,
+        memory_gb=220,
+        price_per_hour=3.673 if market == "on_demand" else 0.7346,
+        observed_at="2026-12-01T00:00:00Z",
+    )
+
+
+def make_provider(
+    arm: FakeArm, paths: Paths, token: str | None = None, **cfg: Any
+) -> AzureProvider:
+    ctx = ProviderContext(
+        config=provider_config(arm, **cfg), paths=paths, env={}, sleep=lambda s: None
+    )
+    return AzureProvider(ctx, credential=StaticToken(token) if token else StaticToken())
+
+
+@pytest.fixture
+def arm(tmp_path: Path) -> Iterator[FakeArm]:
+    with FakeArm(tmp_path) as fake:
+        yield fake
+
+
+def request(name: str, offer: Offer | None = None, **kw: Any) -> CreateRequest:
+    tags = {TAG_JOB: name, TAG_OWNER: "tester", TAG_EXPIRES: str(int(time.time()) + 3600)}
+    return CreateRequest(
+        offer=offer or make_offer(), name=name, tags=tags, deadline=time.time() + 3600, **kw
+    )
+
+
+class TestAzureContract(ProviderContract):
+    provider_name = "azure"
+
+    @pytest.fixture
+    def provider(self, arm: FakeArm, paths: Paths) -> AzureProvider:
+        return make_provider(arm, paths)
+
+    @pytest.fixture
+    def offer(self) -> Offer:
+        return make_offer()
+
+
+def puts(arm: FakeArm) -> list[tuple[str, Any]]:
+    return [(path, body) for method, path, body in arm.state.requests if method == "PUT"]
+
+
+def test_spot_create_sends_tags_cidr_key_spot_fields_and_schedule(
+    arm: FakeArm, paths: Paths
+) -> None:
+    provider = make_provider(arm, paths)
+    inst = provider.create(request("job-spot", make_offer(market="spot", zone="2")))
+    assert inst.id == "cloudgpu-job-spot" and inst.market == "spot" and inst.zone == "2"
+    bodies = puts(arm)
+    kinds = [p.rsplit("/", 2)[-2].lower() for p, _ in bodies]
+    assert kinds == [
+        "resourcegroups",
+        "networksecuritygroups",
+        "virtualnetworks",
+        "publicipaddresses",
+        "networkinterfaces",
+        "virtualmachines",
+        "schedules",
+    ]
+    for _, body in bodies:
+        assert body["tags"][TAG_JOB] == "job-spot" and body["tags"][TAG_OWNER] == "tester"
+    nsg = bodies[1][1]["properties"]["securityRules"]
+    assert [
+        (r["properties"]["sourceAddressPrefix"], r["properties"]["destinationPortRange"])
+        for r in nsg
+    ] == [("198.51.100.7/32", "22")]
+    vm = bodies[5][1]["properties"]
+    assert (vm["priority"], vm["evictionPolicy"], vm["billingProfile"]) == (
+        "Spot",
+        "Delete",
+        {"maxPrice": -1},
+    )
+    assert vm["storageProfile"]["imageReference"]["offer"] == "ubuntu-hpc"
+    assert vm["storageProfile"]["osDisk"]["diskSizeGB"] == 100
+    assert bodies[5][1]["zones"] == ["2"]
+    # The generated key: private part 0600 on disk, public part authorized on the VM.
+    assert inst.ssh is not None and inst.ssh.key_file and inst.ssh.host.startswith("20.0.0.")
+    key = Path(inst.ssh.key_file)
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    pub = Path(str(key) + ".pub").read_text().strip()
+    assert vm["osProfile"]["linuxConfiguration"]["ssh"]["publicKeys"][0]["keyData"] == pub
+    sched = bodies[6][1]["properties"]
+    assert sched["taskType"] == "ComputeVmShutdownTask" and sched["timeZoneId"] == "UTC"
+    assert sched["targetResourceId"].lower().endswith("/virtualmachines/job-spot")
+    provider.terminate(inst.id)
+    assert not key.exists()
+
+
+def test_given_public_key_image_and_disk_are_used(arm: FakeArm, paths: Paths) -> None:
+    provider = make_provider(arm, paths)
+    req = request(
+        "job-img",
+        image="Canonical:ubuntu-24_04-lts:server:latest",
+        disk_gb=512,
+        ssh_public_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB user@host",
+    )
+    inst = provider.create(req)
+    vm = puts(arm)[5][1]["properties"]
+    assert vm["storageProfile"]["imageReference"] == {
+        "publisher": "Canonical",
+        "offer": "ubuntu-24_04-lts",
+        "sku": "server",
+        "version": "latest",
+    }
+    assert vm["storageProfile"]["osDisk"]["diskSizeGB"] == 512
+    assert "priority" not in vm
+    assert inst.ssh is not None and inst.ssh.key_file is None
+    provider.terminate(inst.id)
+
+
+def test_bad_image_is_a_config_error_before_anything_is_created(arm: FakeArm, paths: Paths) -> None:
+    with pytest.raises(ConfigError, match="publisher:offer:sku:version"):
+        make_provider(arm, paths).create(request("job-bad", image="not-an-image"))
+    assert arm.state.groups == {}
+
+
+@pytest.mark.parametrize(
+    ("mode", "fixture", "error"),
+    [
+        ("sync", "error_sku_not_available.json", CapacityError),
+        ("async", "error_allocation_failed.json", CapacityError),
+        ("sync", "error_quota_exceeded.json", QuotaError),
+    ],
+)
+def test_capacity_and_quota_errors_clean_up_the_group(
+    arm: FakeArm, paths: Paths, mode: str, fixture: str, error: type[Exception]
+) -> None:
+    arm.state.vm_failures[H100] = (mode, fixture)
+    provider = make_provider(arm, paths)
+    with pytest.raises(error) as info:
+        provider.create(request("job-fail", make_offer(H100)))
+    assert fixture.split("_")[1].lower()[:5] in str(info.value).lower().replace("_", "")
+    assert arm.state.groups == {} and arm.state.resources == {}
+    assert provider.list_instances({TAG_JOB: "job-fail"}) == []
+
+
+def test_throttling_is_retried(arm: FakeArm, paths: Paths) -> None:
+    arm.state.throttle_next = 2
+    provider = make_provider(arm, paths)
+    inst = provider.create(request("job-throttle"))
+    throttled = [r for r in arm.state.requests if r[0] == "PUT"]
+    assert len(throttled) == 9  # 7 resources + the 2 retried after 429
+    assert provider.describe(inst.id).state == InstanceState.RUNNING
+    provider.terminate(inst.id)
+
+
+def test_bad_token_is_an_auth_error_without_the_token(arm: FakeArm, paths: Paths) -> None:
+    provider = make_provider(arm, paths, token="expired-token-value")
+    with pytest.raises(AuthError) as info:
+        provider.create(request("job-auth"))
+    assert "InvalidAuthenticationToken" in str(info.value)
+    assert "expired-token-value" not in str(info.value)
+    av = provider.check()
+    assert not av.enabled and "InvalidAuthenticationToken" in av.reason
+
+
+def test_check_makes_one_read_call(arm: FakeArm, paths: Paths) -> None:
+    av = make_provider(arm, paths).check()
+    assert av.enabled, av.reason
+    assert [(m, p.rsplit("/", 1)[-1]) for m, p, _ in arm.state.requests] == [
+        ("GET", "resourcegroups")
+    ]
+
+
+def test_list_pages_through_next_links_and_matches_every_tag(arm: FakeArm, paths: Paths) -> None:
+    provider = make_provider(arm, paths)
+    a = provider.create(request("job-a"))
+    b = provider.create(request("job-b"))
+    arm.state.page_size = 1  # one group per page: the list needs nextLink
+    found = provider.list_instances({TAG_OWNER: "tester"})
+    assert sorted(i.id for i in found) == [a.id, b.id]
+    assert [i.id for i in provider.list_instances({TAG_OWNER: "tester", TAG_JOB: "job-b"})] == [
+        b.id
+    ]
+    for inst in (a, b):
+        provider.terminate(inst.id)
+    assert provider.list_instances({TAG_OWNER: "tester"}) == []
+
+
+def test_spot_eviction_shows_as_preempted_and_group_is_still_listed(
+    arm: FakeArm, paths: Paths
+) -> None:
+    provider = make_provider(arm, paths)
+    inst = provider.create(request("job-evict", make_offer(market="spot")))
+    arm.state.evict(inst.id)
+    assert provider.describe(inst.id).state == InstanceState.PREEMPTED
+    # The group still holds the disk-less leftovers (IP, NIC, NSG): it must stay findable.
+    assert [i.id for i in provider.list_instances({TAG_JOB: "job-evict"})] == [inst.id]
+    provider.terminate(inst.id)
+    assert arm.state.group_resources(inst.id) == []
+
+
+def test_retried_create_converges_on_the_same_group(arm: FakeArm, paths: Paths) -> None:
+    provider = make_provider(arm, paths)
+    first = provider.create(request("job-again"))
+    second = provider.create(request("job-again"))
+    assert first.id == second.id and first.ssh == second.ssh
+    assert len(arm.state.groups) == 1
+    provider.terminate(first.id)
+
+
+def test_no_schedule_when_deadline_is_far_or_disabled(arm: FakeArm, paths: Paths) -> None:
+    provider = make_provider(arm, paths)
+    req = request("job-far")
+    far = CreateRequest(**{**req.__dict__, "deadline": time.time() + 3 * 86400})
+    provider.terminate(provider.create(far).id)
+    off = make_provider(arm, paths, auto_shutdown=False)
+    off.terminate(off.create(request("job-off")).id)
+    assert not [p for p, _ in puts(arm) if "schedules" in p.lower()]
+
+
+def test_bad_cidr_is_a_config_error(arm: FakeArm, paths: Paths) -> None:
+    with pytest.raises(ConfigError, match="ssh_cidr"):
+        make_provider(arm, paths, ssh_cidr="everyone").create(request("job-cidr"))
