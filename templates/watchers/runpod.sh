@@ -5,8 +5,9 @@
 # one advance warning it publishes is a host maintenance window, machine.maintenanceStart
 # of the pod, which this script polls through the GraphQL API with the pod-scoped key
 # every pod carries (RUNPOD_API_KEY, RUNPOD_POD_ID; https://docs.runpod.io/runpodctl):
-#   POST $RUNPOD_API_BASE_URL/graphql  {"query": "query { pod(input: {podId: ...}) {
-#        desiredStatus machine { maintenanceStart } } }"}   Authorization: Bearer <key>
+#   POST $RUNPOD_API_BASE_URL/graphql  Authorization: Bearer <key>
+#   {"query": "query Pod($input: PodFilter) { pod(input: $input) { desiredStatus
+#    machine { maintenanceStart } } }", "variables": {"input": {"podId": "<pod>"}}}
 # A window that has been announced, or a pod whose desiredStatus is no longer RUNNING,
 # writes {"action": "maintenance"|"stopping", "time": <UTC ISO now>, "detail": ...,
 # "source": "runpod-status"} to $CLOUDGPU_NOTICE_FILE, runs $CLOUDGPU_ON_NOTICE and
@@ -36,11 +37,12 @@ pod="${RUNPOD_POD_ID:-}"
 
 status() {
     [ -n "$pod" ] && [ -n "${RUNPOD_API_KEY:-}" ] || return 0
-    query="query { pod(input: {podId: \\\"$pod\\\"}) { desiredStatus machine { maintenanceStart } } }"
+    query='query Pod($input: PodFilter) { pod(input: $input) { desiredStatus machine { maintenanceStart } } }'
+    body=$(printf '{"query": "%s", "variables": {"input": {"podId": "%s"}}}' "$query" "$pod")
     # The key goes through curl's config on stdin, never onto a command line (ps).
     printf 'header = "Authorization: Bearer %s"\n' "$RUNPOD_API_KEY" |
-        curl -sf -m 10 -K - -H "Content-Type: application/json" \
-            -d "{\"query\": \"$query\"}" "$api" 2>/dev/null || true
+        curl -sf -m 10 -K - -H "Content-Type: application/json" -d "$body" "$api" 2>/dev/null ||
+        true
 }
 
 value() {  # value NAME: the JSON string (or null) of "NAME" in the answer on stdin
