@@ -103,8 +103,8 @@ def test_sorts() -> None:
     perf = q(sort="perf-per-dollar")
     assert perf.index("p5.48xlarge") < perf.index("a2-ultragpu-8g")
     mem = q(sort="memory-per-dollar")
-    # $/GB-hour: 24 GB for $0.71 (0.0296) beats 640 GB for $20 spot (0.03125)
-    assert mem[:2] == ["g2-standard-4", "p5.48xlarge"]
+    # $/GB-hour: 24 GB at $0.71 (0.0296) < 80 GB at $2.39 (0.0299) < 640 GB at $20 (0.03125)
+    assert mem[:3] == ["g2-standard-4", "1x_H100_SECURE", "p5.48xlarge"]
     with pytest.raises(ConfigError, match="--sort"):
         q(sort="cheapness")
 
