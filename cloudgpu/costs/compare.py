@@ -52,6 +52,7 @@ class OptionResult:
             "rent_cost_per_year": _r(self.rent_cost_yr, 0),
             "price_source": o.price_source,
             "observed_at": o.observed_at,
+            "flags": list(o.flags),
         }
 
 
@@ -87,6 +88,11 @@ class BuyRentResult:
 
     def cheapest(self) -> OptionResult:
         return min(self.options, key=lambda r: r.option.effective_per_gpu_hour)
+
+    def primary(self) -> OptionResult:
+        """The cheapest option that cannot be reclaimed (spot only when nothing else)."""
+        steady = [r for r in self.options if r.option.market != "spot"]
+        return min(steady or self.options, key=lambda r: r.option.effective_per_gpu_hour)
 
     def verdict(self) -> str:
         return verdict_text(self)
@@ -215,11 +221,18 @@ def pct(value: float | None) -> str:
     return "never" if value is None else f"{value * 100:.0f}%"
 
 
+def _where(o: RentOption) -> str:
+    return f"{o.provider} ({o.market.replace('_', '-')}, ${o.effective_per_gpu_hour:.2f}/GPU-h)"
+
+
 def verdict_text(result: BuyRentResult) -> str:
-    """One sentence first, as a person would say it; the tables follow."""
-    best = result.cheapest()
-    o = best.option
-    where = f"{o.provider} ({o.market.replace('_', '-')}, ${o.effective_per_gpu_hour:.2f}/GPU-h)"
+    """One sentence first, as a person would say it; the tables follow.
+
+    Judged against the cheapest option that is not spot: spot capacity can be taken
+    back, which owned hardware cannot, so it gets its own sentence when cheaper.
+    """
+    best = result.primary()
+    where = _where(best.option)
     u = result.utilization
     owned = result.owned_per_gpu_hour
     owned_txt = "nothing is used" if owned is None else f"owning costs ${owned:.2f}/GPU-h"
@@ -231,4 +244,13 @@ def verdict_text(result: BuyRentResult) -> str:
     else:
         head = f"Renting on {where} is cheaper below {pct(be)} utilization"
     choice = "rent" if be is None or u < be else "buy"
-    return f"{head}; at {pct(u)} {owned_txt}, so {choice}."
+    text = f"{head}; at {pct(u)} {owned_txt}, so {choice}."
+    spot = result.cheapest()
+    if spot is not best:
+        sb = spot.breakeven_utilization
+        beats = "owning never beats it" if sb is None else f"owning beats it above {pct(sb)}"
+        text += (
+            f" Spot on {_where(spot.option)} is cheaper still if your work survives "
+            f"interruptions ({beats})."
+        )
+    return text

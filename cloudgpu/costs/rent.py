@@ -30,6 +30,7 @@ class RentOption:
     fixed_per_year: float  # storage and egress, paid whatever the utilization
     price_source: str = ""
     observed_at: str = ""
+    flags: tuple[str, ...] = ()  # the catalog's flags on the offer, e.g. price_predates_cut
 
     @property
     def label(self) -> str:
@@ -58,6 +59,7 @@ def _option(offer: Offer, market: str, price: float, inputs: TcoInputs) -> RentO
         fixed_per_year=12.0 * (inputs.storage_month + inputs.egress_month),
         price_source=offer.price_source,
         observed_at=offer.observed_at,
+        flags=offer.flags,
     )
 
 

@@ -8,12 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cloudgpu.costs.compare import BuyRentResult, Sensitivity, inputs_table, owned_breakdown
+from cloudgpu.costs.compare import (
+    BuyRentResult,
+    OptionResult,
+    Sensitivity,
+    inputs_table,
+    owned_breakdown,
+)
 from cloudgpu.costs.defaults import SOURCES_DATE
 from cloudgpu.costs.history import HistoryRow
 from cloudgpu.reports.model import Chart, Column, Report, Table
 
-MAX_LINES = 5  # rent options drawn next to owning: more lines stop being readable
+MAX_LINES = 6  # rent options drawn next to owning: more lines stop being readable
 
 
 def options_table(result: BuyRentResult) -> Table:
@@ -29,6 +35,7 @@ def options_table(result: BuyRentResult) -> Table:
             "breakeven_utilization": r.breakeven_utilization,
             "payback_months": r.payback_months,
             "rent_cost_per_year": r.rent_cost_yr,
+            "flags": ", ".join(f.replace("_", " ") for f in r.option.flags),
         }
         for r in result.options
     ]
@@ -43,6 +50,7 @@ def options_table(result: BuyRentResult) -> Table:
         Column("breakeven_utilization", "Buy above", "pct"),
         Column("payback_months", "Payback (months)", "months"),
         Column("rent_cost_per_year", "Rent per year", "usd0"),
+        Column("flags", "Catalog flags"),
     ]
     note = (
         "Buy above: the utilization from which owning is cheaper (n/a: renting is "
@@ -78,29 +86,42 @@ def owned_table(result: BuyRentResult) -> Table:
     )
 
 
+def drawn_options(result: BuyRentResult) -> list[OptionResult]:
+    """Up to MAX_LINES options with distinct prices, spread over the price range, so the
+    chart shows both the options that always beat owning and those owning overtakes."""
+    opts: list[OptionResult] = []
+    for r in result.options:  # cheapest first: keep the first of equal prices
+        if all(
+            abs(r.option.effective_per_gpu_hour - o.option.effective_per_gpu_hour) > 0.005
+            for o in opts
+        ):
+            opts.append(r)
+    if len(opts) <= MAX_LINES:
+        return opts
+    picks = sorted({round(i * (len(opts) - 1) / (MAX_LINES - 1)) for i in range(MAX_LINES)})
+    return [opts[i] for i in picks]
+
+
 def cumulative_table(result: BuyRentResult) -> tuple[Table, list[str]]:
     lines = result.cumulative()
-    keep = ["own", *[r.option.label for r in result.options][:MAX_LINES]]
+    keep = ["own", *[r.option.label for r in drawn_options(result)]]
     keys = {name: f"s{i}" for i, name in enumerate(keep)}
-    rows = [{"month": m, **{keys[n]: lines[n][m] for n in keep}} for m in range(result.months + 1)]
+    # Quarterly rows: the lines are straight, and 49 monthly rows bury the table.
+    months = sorted({*range(0, result.months + 1, 3), result.months})
+    rows = [{"month": m, **{keys[n]: lines[n][m] for n in keep}} for m in months]
     cols = [Column("month", "Month", "int")]
     cols += [Column(keys[n], "Own" if n == "own" else f"Rent {n}", "usd0") for n in keep]
-    return (
-        Table(
-            "cumulative",
-            "Cumulative cost over the horizon",
-            cols,
-            rows,
-            note="Cash view: owning pays the capex up front, then power, colocation, "
-            "maintenance and staff; renting pays for the same busy GPU-hours.",
-        ),
-        [keys[n] for n in keep],
+    note = (
+        "Cash view: owning pays the capex up front, then power, colocation, maintenance "
+        "and staff; renting pays for the same busy GPU-hours."
     )
+    table = Table("cumulative", "Cumulative cost over the horizon", cols, rows, note=note)
+    return table, [keys[n] for n in keep]
 
 
 def _marks(result: BuyRentResult) -> list[tuple[float, float, str]]:
     marks = []
-    for r in result.options[:MAX_LINES]:
+    for r in drawn_options(result):
         m = r.payback_months
         if m is not None and m <= result.months:
             own = result.cost.capex + result.cost.opex_yr(result.utilization) / 12 * m
@@ -193,6 +214,7 @@ def buyrent_report(
             x="label",
             series=["breakeven_utilization"],
             caption="Buying is cheaper above the bar; renting below it.",
+            missing_text="n/a: renting is cheaper even at 100% utilization",
         ),
         Chart(
             "cumulative",

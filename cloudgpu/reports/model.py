@@ -78,6 +78,7 @@ class Chart:
     y_title: str = ""
     marks: list[tuple[float, float, str]] = field(default_factory=list)
     caption: str = ""
+    missing_text: str = "n/a"  # shown in a bar chart's row that has no value at all
 
 
 @dataclass

@@ -16,9 +16,11 @@ from typing import Any
 
 from cloudgpu.reports.model import Chart, Table, format_cell
 
-# Okabe-Ito: distinguishable with the common colour-vision deficiencies, and in print.
-PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+# Okabe-Ito (its yellow swapped for Tol's wine, which shows on white paper): distinguishable
+# with the common colour-vision deficiencies, and in print.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#882255", "#000000")
 WIDTH = 760
+LEGEND_ROW = 16
 FONT = 'font-family="system-ui, sans-serif" font-size="11"'
 
 
@@ -56,14 +58,40 @@ def _num(v: Any) -> float | None:
 
 
 def _legend(names: Sequence[str], y: float) -> str:
-    parts, x = [], 10.0
-    for i, name in enumerate(names):
+    """Colour keys in rows that wrap at the chart's width (see :func:`legend_rows`)."""
+    parts = []
+    for i, (x, row) in enumerate(_legend_layout(names)):
+        yy = y + row * LEGEND_ROW
         parts.append(
-            f'<rect x="{x:.0f}" y="{y - 9:.0f}" width="10" height="10" '
-            f'fill="{color(i)}"/><text x="{x + 14:.0f}" y="{y:.0f}">{escape(name)}</text>'
+            f'<rect x="{x:.0f}" y="{yy - 9:.0f}" width="10" height="10" '
+            f'fill="{color(i)}"/><text x="{x + 14:.0f}" y="{yy:.0f}">'
+            f"{escape(names[i])}</text>"
         )
-        x += 24 + 6.5 * len(name)
     return "".join(parts)
+
+
+def _legend_layout(names: Sequence[str]) -> list[tuple[float, int]]:
+    out, x, row = [], 10.0, 0
+    for name in names:
+        w = 24 + 6.5 * len(name)
+        if x + w > WIDTH and x > 10:
+            x, row = 10.0, row + 1
+        out.append((x, row))
+        x += w
+    return out
+
+
+def legend_rows(names: Sequence[str]) -> int:
+    layout = _legend_layout(names)
+    return layout[-1][1] + 1 if layout else 1
+
+
+def _shift(body: str, rows: int, height: float) -> tuple[str, float]:
+    """Move a chart down to make room for extra legend rows."""
+    extra = (rows - 1) * LEGEND_ROW
+    if extra <= 0:
+        return body, height
+    return f'<g transform="translate(0 {extra})">{body}</g>', height + extra
 
 
 def _svg(height: float, body: str, title: str) -> str:
@@ -72,6 +100,11 @@ def _svg(height: float, body: str, title: str) -> str:
         f'width="100%" role="img" aria-label="{escape(title)}" {FONT}>'
         f"<title>{escape(title)}</title>{body}</svg>"
     )
+
+
+def _framed(names: Sequence[str], height: float, out: list[str], title: str) -> str:
+    body, h = _shift("".join(out), legend_rows(names), height)
+    return _svg(h, _legend(names, 14) + body, title)
 
 
 def _empty(title: str) -> str:
@@ -114,7 +147,7 @@ def hbars(chart: Chart, table: Table) -> str:
     ticks = nice_ticks(0.0, max(flat))
     scale = (WIDTH - left - right) / ticks[-1]
     height = top + band * len(cats) + 30
-    out = [_legend(names, 14)]
+    out: list[str] = []
     for t in ticks:
         x = left + t * scale
         out.append(
@@ -128,6 +161,11 @@ def hbars(chart: Chart, table: Table) -> str:
             f'<text x="{left - 6}" y="{y0 + band / 2 + 3:.1f}" '
             f'text-anchor="end">{escape(cat)}</text>'
         )
+        if all(v is None for v in row):
+            out.append(
+                f'<text x="{left + 4}" y="{y0 + band / 2 + 3:.1f}" fill="#666" '
+                f'font-size="10">{escape(chart.missing_text)}</text>'
+            )
         for j, v in enumerate(row):
             if v is None:
                 continue
@@ -139,7 +177,7 @@ def hbars(chart: Chart, table: Table) -> str:
                 f'<text x="{left + v * scale + 3:.1f}" y="{y + bar - 2:.1f}" '
                 f'font-size="9">{escape(format_cell(v, kind))}</text>'
             )
-    return _svg(height, "".join(out), chart.title)
+    return _framed(names, height, out, chart.title)
 
 
 def stacked(chart: Chart, table: Table) -> str:
@@ -153,7 +191,7 @@ def stacked(chart: Chart, table: Table) -> str:
     ticks = nice_ticks(0.0, max(totals))
     scale = (height - top - bottom) / ticks[-1]
     slot = (WIDTH - left - 10) / len(cats)
-    out = [_legend(names, 14)]
+    out: list[str] = []
     for t in ticks:
         y = height - bottom - t * scale
         out.append(
@@ -179,7 +217,7 @@ def stacked(chart: Chart, table: Table) -> str:
                 f'<text x="{x + slot * 0.4:.1f}" y="{height - bottom + 14:.0f}" '
                 f'text-anchor="middle">{escape(cat)}</text>'
             )
-    return _svg(height, "".join(out), chart.title)
+    return _framed(names, height, out, chart.title)
 
 
 def _axes(
@@ -234,7 +272,8 @@ def scatter(chart: Chart, table: Table) -> str:
     yt = nice_ticks(0.0, max(p[1] for p in pts2))
     box = (100.0, 30.0, WIDTH - 20.0, 330.0)
     kinds = (table.column(chart.x).kind, table.column(chart.y).kind)
-    out = [_legend(groups, 14), _axes(xt, yt, box, kinds, (chart.x_title, chart.y_title))]
+    names = groups
+    out = [_axes(xt, yt, box, kinds, (chart.x_title, chart.y_title))]
     sx = (box[2] - box[0]) / xt[-1]
     sy = (box[3] - box[1]) / yt[-1]
     for x, y, g, lab in pts2:
@@ -245,7 +284,7 @@ def scatter(chart: Chart, table: Table) -> str:
             f"</title></circle>"
             f'<text x="{cx + 6:.1f}" y="{cy - 4:.1f}" font-size="9">{escape(lab)}</text>'
         )
-    return _svg(370, "".join(out), chart.title)
+    return _framed(names, 370, out, chart.title)
 
 
 def lines(chart: Chart, table: Table) -> str:
@@ -258,10 +297,8 @@ def lines(chart: Chart, table: Table) -> str:
     yt = nice_ticks(0.0, max(ys))
     box = (100.0, 30.0, WIDTH - 20.0, 330.0)
     kinds = (table.column(chart.x).kind, table.column(chart.series[0]).kind)
-    out = [
-        _legend([n for n, _ in series], 14),
-        _axes(xt, yt, box, kinds, (chart.x_title, chart.y_title)),
-    ]
+    names = [n for n, _ in series]
+    out = [_axes(xt, yt, box, kinds, (chart.x_title, chart.y_title))]
     sx, sy = (box[2] - box[0]) / xt[-1], (box[3] - box[1]) / yt[-1]
     for i, (_, vals) in enumerate(series):
         pts = " ".join(
@@ -280,7 +317,7 @@ def lines(chart: Chart, table: Table) -> str:
             f'stroke-width="1.5"/><text x="{cx + 7:.1f}" y="{cy + 14:.1f}" '
             f'font-size="10" font-weight="bold">{escape(text)}</text>'
         )
-    return _svg(370, "".join(out), chart.title)
+    return _framed(names, 370, out, chart.title)
 
 
 RENDERERS = {"bars": hbars, "stacked": stacked, "scatter": scatter, "lines": lines}

@@ -117,7 +117,7 @@ def test_buy_vs_rent_report(catalog: Paths, tmp_path: Path) -> None:
         str(out),
     )
     html = out.read_text()
-    assert "Renting on runpod (spot, $2.69/GPU-h) is cheaper below 79%" in html
+    assert "Renting on runpod (on-demand, $3.99/GPU-h) is cheaper below 53%" in html
     assert "aws on-demand: 18 mo" in html  # break-even marked on the cumulative chart
     doc = json.loads(
         invoke("report", "buy-vs-rent", "--gpu", "H100-SXM", *ONLY, "--format", "json")

@@ -61,8 +61,11 @@ def test_no_offers_names_nearest() -> None:
 
 def test_verdict_and_json() -> None:
     r = result(utilization=0.6)
-    assert r.verdict().startswith("Renting on runpod (spot, $2.69/GPU-h) is cheaper below 79%")
-    assert r.verdict().endswith("so rent.")
+    assert r.verdict().startswith("Renting on runpod (on-demand, $3.99/GPU-h) is cheaper below 53%")
+    assert "at 60% owning costs $3.51/GPU-h, so buy." in r.verdict()
+    assert "Spot on runpod (spot, $2.69/GPU-h) is cheaper still" in r.verdict()
+    assert r.verdict().endswith("(owning beats it above 79%).")
+    assert "so rent." in result(utilization=0.4).verdict()
     data = r.to_dict()
     assert data["owned_per_gpu_hour"] == pytest.approx(r.cost.per_gpu_hour(0.6), abs=1e-4)
     aws = next(
@@ -78,7 +81,7 @@ def test_verdict_and_json() -> None:
 
 
 def test_high_utilization_says_buy() -> None:
-    assert result(utilization=0.9).verdict().endswith("so buy.")
+    assert "so buy." in result(utilization=0.9).verdict()
 
 
 def test_zero_utilization_is_clean() -> None:

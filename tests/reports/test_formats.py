@@ -156,7 +156,7 @@ def test_buyrent_charts_mark_break_even() -> None:
     assert "aws on-demand: 18 mo" in labels
     html = render(report, "html")
     assert "aws on-demand: 18 mo" in html
-    assert "Renting on runpod (spot, $2.69/GPU-h) is cheaper below 79%" in html
+    assert "Renting on runpod (on-demand, $3.99/GPU-h) is cheaper below 53%" in html
 
 
 def test_empty_chart_says_so() -> None:
