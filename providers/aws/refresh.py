@@ -25,6 +25,10 @@ from cloudgpu.catalog.offer import FLAG_SPOT_ABOVE_ON_DEMAND, FLAG_UNKNOWN_GPU, 
 PRICE_SOURCE = "aws:api"
 SPOT_PRODUCT = "Linux/UNIX"
 _CHUNK = 50  # instance types per spot-history request
+# Every EC2 instance family with NVIDIA/AMD GPUs is named g* or p* (accelerated
+# computing); filtering by name server-side saves paging through ~900 other types.
+# GpuInfo is still what decides: a type without it is skipped.
+GPU_FAMILIES = ["g*", "p*"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,8 @@ def parse_type(item: dict[str, Any]) -> TypeInfo | None:
         return None
     gpu = gpus[0]
     count = sum(int(g.get("Count", 0)) for g in gpus)
+    if count < 1:
+        return None  # fractional GPU shares (e.g. g6f): not a whole-GPU offer
     storage = item.get("InstanceStorageInfo") or {}
     disks = [d for d in storage.get("Disks", []) if d.get("Type") == "ssd"]
     nvme = storage.get("NvmeSupport", "unsupported") != "unsupported" and bool(disks)
@@ -88,7 +94,11 @@ def gpu_types(call: Caller, ec2: Any) -> dict[str, TypeInfo]:
     """Every GPU instance type the region's EC2 describes."""
     out: dict[str, TypeInfo] = {}
     for page in call.pages(
-        "ec2 describe_instance_types", ec2.describe_instance_types, "NextToken", MaxResults=100
+        "ec2 describe_instance_types",
+        ec2.describe_instance_types,
+        "NextToken",
+        Filters=[{"Name": "instance-type", "Values": GPU_FAMILIES}],
+        MaxResults=100,
     ):
         for item in page.get("InstanceTypes", []):
             info = parse_type(item)
