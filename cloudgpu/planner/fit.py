@@ -67,8 +67,8 @@ def layouts(w: Workload, shape: Shape) -> list[Layout]:
 
 
 def _hours(w: Workload, lay: Layout, spec: GpuSpec | None, shape: Shape) -> tuple[float, float]:
-    if spec is None or not spec.bf16_tflops:
-        return float("nan"), float("nan")
+    if spec is None or not spec.bf16_tflops or not (w.training or spec.memory_bw_tbs):
+        return float("nan"), float("nan")  # no published performance: time unknown
     if w.training:
         t = train_time(w, lay, spec, shape.network_gbps)
         return t.compute_hours, t.scaling_efficiency

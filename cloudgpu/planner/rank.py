@@ -247,8 +247,9 @@ def needs(w: Workload, offers: Sequence[Offer], registry: GpuRegistry) -> str:
     """What would fit when nothing does: the fewest GPUs of the largest memory sizes."""
     sizes: dict[float, GpuSpec | None] = {}
     for o in offers:
-        if o.gpu_count and o.gpu_memory_gb not in sizes:
-            sizes[o.gpu_memory_gb] = registry.spec(o.gpu)
+        spec = registry.spec(o.gpu) if o.gpu_count else None
+        if spec is not None and spec.is_gpu and o.gpu_memory_gb not in sizes:
+            sizes[o.gpu_memory_gb] = spec
     if not sizes:
         sizes = {80.0: registry.spec("H100-SXM")}
     options = []
