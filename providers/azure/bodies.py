@@ -169,7 +169,10 @@ def vm_body(plan: VmPlan, nic_id: str) -> dict[str, Any]:
             {"priority": "Spot", "evictionPolicy": "Delete", "billingProfile": {"maxPrice": -1}}
         )
     if plan.user_data:
-        props["userData"] = base64.b64encode(plan.user_data.encode()).decode("ascii")
+        # customData is what cloud-init runs at first boot (userData is only stored for
+        # IMDS to hand out), so the boot script goes there.
+        custom = base64.b64encode(plan.user_data.encode()).decode("ascii")
+        props["osProfile"]["customData"] = custom
     return {"location": plan.location, "tags": dict(plan.tags), "properties": props, **_zones(plan)}
 
 

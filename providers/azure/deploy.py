@@ -11,6 +11,9 @@ billed for compute; only deallocation ends that. So when the deadline is within 
 the group gets a Microsoft.DevTestLab/schedules auto-shutdown (Azure deallocates the VM
 at that minute, whatever the client does); the lifecycle's teardown, or
 ``cloudgpu down --orphans``, then deletes the group (disk and IP bill until then).
+The schedule recurs daily, so a deadline more than 24 hours away cannot be expressed
+with it: such jobs get no schedule and rely on the lifecycle's teardown and the orphan
+sweep (the on-instance power-off at the deadline then stops the work, not the bill).
 
 This module holds the SDK calls and cleanup; bodies.py holds what is sent. It is given
 the clients; it creates none.

@@ -61,7 +61,11 @@ class AzureProvider(Provider):
         preemption_notice=True,  # Scheduled Events "Preempt", read by watchers/azure.sh
         local_nvme=True,
         idempotent_create=True,  # PUT by name: a retried create converges (deploy.py)
+        # "We charge per full minute your VM runs" (azure.microsoft.com knowledge center,
+        # read 2026-12-01).
         billing_granularity_s=60,
+        minimum_billed_s=60,
+        disposable=True,  # a fresh VM per job, deleted with its group
     )
 
     def __init__(self, ctx: ProviderContext, *, credential: Any = None) -> None:

@@ -3,6 +3,7 @@ the shared contract, what create() sends, error mapping, cleanup, paging, evicti
 
 from __future__ import annotations
 
+import base64
 import stat
 import time
 from collections.abc import Iterator
@@ -138,6 +139,7 @@ def test_given_public_key_image_and_disk_are_used(arm: FakeArm, paths: Paths) ->
         image="Canonical:ubuntu-24_04-lts:server:latest",
         disk_gb=512,
         ssh_public_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB user@host",
+        user_data="#!/bin/sh\necho booted\n",
     )
     inst = provider.create(req)
     vm = puts(arm)[5][1]["properties"]
@@ -149,6 +151,7 @@ def test_given_public_key_image_and_disk_are_used(arm: FakeArm, paths: Paths) ->
     }
     assert vm["storageProfile"]["osDisk"]["diskSizeGB"] == 512
     assert "priority" not in vm
+    assert base64.b64decode(vm["osProfile"]["customData"]) == b"#!/bin/sh\necho booted\n"
     assert inst.ssh is not None and inst.ssh.key_file is None
     provider.terminate(inst.id)
 
