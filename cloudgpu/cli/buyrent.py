@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from cloudgpu.catalog import GpuRegistry, load_catalog, load_registry
+from cloudgpu.catalog import GpuRegistry, GpuSpec, load_catalog, load_registry
 from cloudgpu.cli.context import App, get_app
 from cloudgpu.costs import (
     DEFAULTS,
@@ -89,7 +89,7 @@ def compute(app: App, params: dict[str, Any], now: float | None = None) -> Compu
     origin = str(app.config.source or "config.toml")
     inputs = resolve_inputs(app.config.section("buy_vs_rent"), overrides, origin)
     registry = load_registry()
-    spec = registry.require(params["gpu"])
+    spec = one_gpu(registry, params["gpu"])
     hw = hardware_for(spec.name, params["count"], spec.purchase_usd, spec.tdp_w, inputs)
     catalog = load_catalog(app.paths, warn=lambda m: click.echo(f"warning: {m}", err=True))
     offers = catalog.offers
@@ -135,6 +135,20 @@ def _history(
         except ConfigError as exc:
             hardware[gpu] = str(exc).split(";")[0]
     return history_rows(records, days, hardware, inputs), days
+
+
+def one_gpu(registry: GpuRegistry, name: str) -> GpuSpec:
+    """The single GPU model ``name`` means; a family ("A100") must be narrowed."""
+    spec = registry.spec(name)
+    if spec is not None:
+        return spec
+    names = sorted(registry.matches(name))  # CatalogError with suggestions when unknown
+    if len(names) > 1:
+        raise ConfigError(
+            f"--gpu {name}: means several GPU models ({', '.join(names)})",
+            hint="buy-vs-rent prices one server: name one model",
+        )
+    return registry.require(names[0])
 
 
 def report_for(c: Computed) -> Report:

@@ -45,7 +45,7 @@ def hardware_for(
         if not purchase_usd:
             raise ConfigError(
                 f"{gpu}: no purchase price known for this GPU; give --server-price USD",
-                hint="the price of one whole server with its GPUs, e.g. --server-price 310000",
+                hint=f"the price in USD of one whole {count}x {gpu} server with its GPUs",
             )
         price = purchase_usd * count * (1.0 + inputs.server_uplift)
     kw = inputs.kw_max

@@ -46,7 +46,9 @@ footer { color: #666; font-size: 11px; margin-top: 30px; border-top: 1px solid #
   .summary { background: none; border-left: 3px solid #000; }
   th { position: static; }
   .scroll { overflow: visible; }
-  table { page-break-inside: auto; } tr { page-break-inside: avoid; }
+  table { page-break-inside: auto; font-size: 8.5px; width: 100%; }
+  th, td { white-space: normal; padding: 2px 3px; overflow-wrap: break-word; }
+  tr { page-break-inside: avoid; }
   h2 { page-break-after: avoid; }
   @page { margin: 14mm; }
 }

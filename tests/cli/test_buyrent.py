@@ -125,6 +125,7 @@ def test_committed_discount_and_overheads(catalog: Paths) -> None:
         (["--count", "3"], "no rent offers for 3x H100-SXM"),
         (["--gpu", "H100-PCIe"], "no purchase price known"),
         (["--gpu", "Z9000"], "unknown GPU"),
+        (["--gpu", "A100"], "means several GPU models"),
         (["--from-history", "90d"], "no GPU spend recorded"),
         (["--from-history", "soon"], "--from-history: expected a window"),
     ],

@@ -181,6 +181,7 @@ class Chromium:
         self,
         url: str,
         screenshot: Path | None = None,
+        pdf: Path | None = None,
         settle_s: float = 1.0,
         width: int = 1280,
         height: int = 900,
@@ -210,6 +211,9 @@ class Chromium:
                 )
                 screenshot.write_bytes(base64.b64decode(shot["data"]))
                 result.screenshot = screenshot
+            if pdf is not None:  # applies the @media print rules, as paper would
+                printed = self._call(ws, "Page.printToPDF", events, printBackground=False)
+                pdf.write_bytes(base64.b64decode(printed["data"]))
             _collect(events, url, result)
             return result
         finally:

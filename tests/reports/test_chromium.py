@@ -44,12 +44,14 @@ def test_report_loads_offline_without_errors(
     page = tmp_path / "report.html"
     page.write_text(render(report, "html"), encoding="utf-8")
     shot = tmp_path / "report.png"
-    result = browser.load(page.as_uri(), screenshot=shot)
+    pdf = tmp_path / "report.pdf"
+    result = browser.load(page.as_uri(), screenshot=shot, pdf=pdf)
     assert result.title == report.title
     assert result.requests == []
     assert result.errors == []
     assert shot.stat().st_size > 10_000
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert pdf.read_bytes()[:5] == b"%PDF-"  # printing works (print CSS applied)
 
 
 class _Counter(BaseHTTPRequestHandler):
