@@ -56,6 +56,7 @@ class GCPProvider(Provider):
         remote=True,
         billing_granularity_s=1,
         minimum_billed_s=60,
+        disposable=True,  # a fresh VM per job, deleted at teardown
     )
 
     def __init__(self, ctx: Any) -> None:

@@ -110,13 +110,15 @@ def decode_tags(pod: Mapping[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in tags.items()} if isinstance(tags, dict) else {}
 
 
-def ssh_target(pod: Mapping[str, Any], key_file: str | None) -> SSHTarget | None:
+def ssh_target(
+    pod: Mapping[str, Any], key_file: str | None, user: str = "root"
+) -> SSHTarget | None:
     """RunPod maps the container's port 22 to a public port on the host's public IP."""
     runtime = pod.get("runtime") or {}
     for port in runtime.get("ports") or []:
         if port.get("privatePort") == 22 and port.get("isIpPublic") and port.get("ip"):
             return SSHTarget(
-                host=str(port["ip"]), port=int(port["publicPort"]), user="root", key_file=key_file
+                host=str(port["ip"]), port=int(port["publicPort"]), user=user, key_file=key_file
             )
     return None
 
@@ -132,7 +134,14 @@ def pod_state(pod: Mapping[str, Any] | None) -> InstanceState:
     return state
 
 
-def to_instance(pod: Mapping[str, Any] | None, pod_id: str, key_file: str | None) -> Instance:
+def to_instance(
+    pod: Mapping[str, Any] | None,
+    pod_id: str,
+    key_file: str | None,
+    *,
+    user: str = "root",
+    scratch: str = "/workspace",
+) -> Instance:
     if not pod:
         return Instance(id=pod_id, provider="runpod", state=InstanceState.TERMINATED)
     tags = decode_tags(pod)
@@ -143,7 +152,8 @@ def to_instance(pod: Mapping[str, Any] | None, pod_id: str, key_file: str | None
         state=pod_state(pod),
         instance_type=tags.get("cloudgpu-instance-type", ""),
         region=tags.get("cloudgpu-region", ""),
-        ssh=ssh_target(pod, key_file),
+        ssh=ssh_target(pod, key_file, user),
+        nvme_mount=scratch,
         tags={k: v for k, v in tags.items() if k not in _INTERNAL_TAGS},
         price_per_hour=float(pod.get("costPerHr") or 0.0),
         extra={

@@ -8,6 +8,8 @@ Talks plain HTTP (providers/runpod/api.py), so the ``runpod`` SDK is not needed.
 * ``image_start``: the image's own start script, run after the deadline is armed
 * ``vcpus_per_gpu`` / ``memory_gb_per_gpu``: the minimums asked for per GPU
 * ``data_center_id``: pin pods to one data center (else RunPod picks one with stock)
+* ``ssh_user`` (default root) and ``scratch_dir``: where jobs get their fast local disk
+  (default /workspace: a pod has no raw NVMe to mount; its container disk is local)
 * ``api_key``: discouraged; prefer the ``RUNPOD_API_KEY`` environment variable
 
 What it creates is one pod per instance; terminate() removes it and checks it is gone.
@@ -56,6 +58,9 @@ class RunPodProvider(Provider):
         idempotent_create=True,  # emulated: the token travels in the pod's tags
         remote=True,
         billing_granularity_s=1,
+        # Not disposable: a pod is a container on a shared host; there is no NVMe to
+        # format and nothing to power off (the deadline is armed by the pod's command).
+        disposable=False,
     )
 
     def __init__(self, ctx: Any) -> None:
@@ -156,7 +161,7 @@ class RunPodProvider(Provider):
         pod = data.get("podFindAndDeployOnDemand")
         if not pod:
             raise CapacityError("RunPod deployed no pod for this offer", provider=PROVIDER)
-        return pods.to_instance(pod, str(pod.get("id")), str(key_file) if key_file else None)
+        return self._instance(pod, str(pod.get("id")), str(key_file) if key_file else None)
 
     def describe(self, instance_id: str) -> Instance:
         try:
@@ -164,7 +169,7 @@ class RunPodProvider(Provider):
         except NotFoundError:
             data = {}
         pod = data.get("pod")
-        return pods.to_instance(pod, instance_id, self._key_file_for(pod))
+        return self._instance(pod, instance_id, self._key_file_for(pod))
 
     def preemption_notice(self, instance: Instance) -> float | None:
         """Start of a host maintenance window due within ``notice_ahead_s`` (default 600).
@@ -190,7 +195,7 @@ class RunPodProvider(Provider):
             pod_tags = pods.decode_tags(pod)
             if not pod_tags or any(pod_tags.get(k) != v for k, v in tags.items()):
                 continue
-            inst = pods.to_instance(pod, str(pod.get("id")), self._key_file_for(pod))
+            inst = self._instance(pod, str(pod.get("id")), self._key_file_for(pod))
             if not inst.state.is_gone:
                 out.append(inst)
         return out
@@ -215,6 +220,15 @@ class RunPodProvider(Provider):
 
     # -- helpers ---------------------------------------------------------------------
 
+    def _instance(self, pod: Mapping[str, Any] | None, pod_id: str, key: str | None) -> Instance:
+        return pods.to_instance(
+            pod,
+            pod_id,
+            key,
+            user=str(self.ctx.config.get("ssh_user") or "root"),
+            scratch=str(self.ctx.config.get("scratch_dir") or "/workspace"),
+        )
+
     def _my_pods(self, client: GraphQLClient) -> list[dict[str, Any]]:
         data = client.query(pods.Q_MY_PODS)
         return list((data.get("myself") or {}).get("pods") or [])
@@ -224,7 +238,7 @@ class RunPodProvider(Provider):
             return None
         for pod in self._my_pods(client):
             if pods.decode_tags(pod).get(TAG_INSTANCE) == token:
-                inst = pods.to_instance(pod, str(pod.get("id")), self._key_file_for(pod))
+                inst = self._instance(pod, str(pod.get("id")), self._key_file_for(pod))
                 if not inst.state.is_gone:
                     return inst
         return None
