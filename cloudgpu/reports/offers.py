@@ -148,6 +148,20 @@ def offers_table(offers: Sequence[Offer]) -> Table:
     return Table("offers", "Cheapest offers", cols, rows, note=note)
 
 
+def _summary(offers: Sequence[Offer], prices: Table, filters: str) -> list[str]:
+    gpus = len({o.gpu for o in offers})
+    providers = len({o.provider for o in offers})
+    lines = [f"{len(offers)} offers of {gpus} GPU models from {providers} providers{filters}."]
+    on_demand = [r for r in prices.rows if r["on_demand"] is not None]
+    if on_demand:
+        best = min(on_demand, key=lambda r: float(r["on_demand"]))
+        lines.append(
+            f"Cheapest on-demand: {best['gpu']} on {best['provider']} at "
+            f"${best['on_demand']:.2f}/GPU-h."
+        )
+    return lines
+
+
 def offers_report(
     offers: Sequence[Offer],
     bf16_tflops: Mapping[str, float],
@@ -160,22 +174,7 @@ def offers_report(
         )
     source, date = source_and_date(offers)
     prices = price_table(offers)
-    gpus = len({o.gpu for o in offers})
-    summary = [
-        f"{len(offers)} offers of {gpus} GPU models from "
-        f"{len({o.provider for o in offers})} providers{filters}."
-    ]
-    if prices.rows:
-        best = min(
-            (r for r in prices.rows if r["on_demand"] is not None),
-            key=lambda r: r["on_demand"],
-            default=None,
-        )
-        if best is not None:
-            summary.append(
-                f"Cheapest on-demand: {best['gpu']} on {best['provider']} at "
-                f"${best['on_demand']:.2f}/GPU-h."
-            )
+    summary = _summary(offers, prices, filters)
     charts = [
         Chart(
             "prices",
