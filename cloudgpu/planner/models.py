@@ -132,14 +132,17 @@ def lookup_model(name: str, *, key: str = "workload.model") -> ModelArch:
     )
 
 
-# The params-only rule: a Llama-style shape whose layer count and width follow the
-# published Llama/Llama-2/Llama-3 family, so a bare "params: 13B" gets a plausible depth
-# and width for activations and KV cache:
-#   hidden = 128 * round(sqrt(P / (12.5 * layers)) / 128), layers from the table below,
-#   heads = hidden / 128, kv_heads = heads (no GQA assumed, the conservative choice for
-#   KV cache), intermediate = 8/3 * hidden rounded up to 256, vocab 32000.
+# The params-only rule: a Llama-style shape whose depth follows the published
+# Llama/Llama-2/Llama-3 family, so a bare "params: 13B" gets a plausible depth and width
+# for activations and KV cache:
+#   layers from the table below; hidden solves P = 12*layers*hidden^2 + 2*32000*hidden
+#   (12 h^2 per block: 4 h^2 attention + a gated MLP of 8/3 h; untied 32k embeddings),
+#   rounded to a multiple of 128; heads = hidden / 128; kv_heads = heads (no GQA
+#   assumed, the conservative choice for KV cache); intermediate = 8/3 * hidden rounded
+#   up to 256; vocab 32000. Llama-2 7B and 13B come out exactly (32 x 4096, 40 x 5120).
 # Only the parameter count itself is then used for weights, gradients and FLOPs.
 _DEPTH_BY_SIZE = ((1.5e9, 16), (4e9, 26), (10e9, 32), (20e9, 40), (45e9, 60), (100e9, 80))
+_VOCAB = 32000
 
 
 def arch_from_params(params: float, name: str = "") -> ModelArch:
@@ -147,22 +150,23 @@ def arch_from_params(params: float, name: str = "") -> ModelArch:
     if params <= 0:
         raise ConfigError("workload.params: must be a positive count such as 8B or 350M")
     layers = next((d for limit, d in _DEPTH_BY_SIZE if params <= limit), 126)
-    hidden = max(128, 128 * round(math.sqrt(params / (12.5 * layers)) / 128))
+    a, b = 12.0 * layers, 2.0 * _VOCAB
+    width = (-b + math.sqrt(b * b + 4 * a * params)) / (2 * a)
+    hidden = max(128, 128 * round(width / 128))
     heads = max(1, hidden // 128)
     inter = 256 * math.ceil(hidden * 8 / 3 / 256)
-    arch = ModelArch(
+    return ModelArch(
         name=name or f"{params / 1e9:g}B (inferred)",
         layers=layers,
         hidden=hidden,
         heads=heads,
         kv_heads=heads,
         intermediate=inter,
-        vocab=32000,
+        vocab=_VOCAB,
         params=params,
         source="inferred from params",
         inferred=True,
     )
-    return arch
 
 
 _ARCH_KEYS = ("layers", "hidden", "heads", "vocab")
