@@ -9,6 +9,9 @@ it authorizes the pod's PUBLIC_KEY the way RunPod images' start script does.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,15 +56,27 @@ def fake(sshd: SSHDServer) -> Iterator[FakeRunPod]:
 
 
 @pytest.fixture
+def scratch(tmp_path: Path) -> Iterator[Path]:
+    """The pod's scratch dir. The bootstrap arms a deadline watchdog there (setsid, to
+    outlive SSH); a real pod dies with it, this machine does not, so stop it here."""
+    path = tmp_path / "pod-scratch"
+    yield path
+    pid_file = path / ".cloudgpu" / "deadline.pid"
+    if pid_file.exists():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.killpg(int(pid_file.read_text().strip()), signal.SIGTERM)
+
+
+@pytest.fixture
 def configured(
     fake: FakeRunPod,
     sshd: SSHDServer,
     cloudgpu_home: Path,
     tmp_path: Path,
+    scratch: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Path:
     paths = default_paths({"CLOUDGPU_HOME": str(cloudgpu_home)}).ensure()
-    scratch = tmp_path / "pod-scratch"
     paths.config_file.write_text(
         f'[providers.runpod]\napi_base_url = "{fake.base_url}"\n'
         f'ssh_user = "{sshd.user}"\nscratch_dir = "{scratch}"\npoll_s = 0\n'
