@@ -40,6 +40,11 @@ from cloudgpu.provider import (
     ProviderContext,
 )
 
+# Spot request status codes meaning "the interruption notice has been issued".
+NOTICE_CODES = ("marked-for-termination", "marked-for-stop", "marked-for-hibernation")
+SPOT_NOTICE_S = 120.0  # AWS gives two minutes from the notice
+NOTICE_POLL_S = 5.0
+
 
 class AWSProvider(Provider):
     name: ClassVar[str] = "aws"
@@ -62,6 +67,7 @@ class AWSProvider(Provider):
         self.call = Caller(ctx.sleep, self.settings.max_attempts)
         self._gpus = gpus
         self._region_of: dict[str, str] = {}
+        self._notice_checked: dict[str, float] = {}
 
     # -- discovery -------------------------------------------------------------------
 
@@ -217,3 +223,35 @@ class AWSProvider(Provider):
                 provider=PROVIDER,
                 hint="run `cloudgpu down --orphans`",
             )
+
+    def preemption_notice(self, instance: Instance) -> float | None:
+        """When AWS has marked a spot instance for interruption: its time, else None.
+
+        The spot request's status turns ``marked-for-termination`` (or ``-stop``) when
+        the two-minute notice is issued
+        (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-request-status.html).
+        Asked at most every NOTICE_POLL_S per instance: the lifecycle polls each second.
+        """
+        if instance.market != "spot":
+            return None
+        now = self.ctx.clock()
+        if now - self._notice_checked.get(instance.id, -1e9) < NOTICE_POLL_S:
+            return None
+        self._notice_checked[instance.id] = now
+        request_id = instance.extra.get("spot_request_id")
+        region = instance.region or self.settings.regions[0]
+        if not request_id:
+            return None
+        ec2 = self.clients.ec2(region)
+        out = self.call(
+            "describe_spot_instance_requests",
+            ec2.describe_spot_instance_requests,
+            SpotInstanceRequestIds=[request_id],
+        )
+        for req in out.get("SpotInstanceRequests", []):
+            status = req.get("Status", {})
+            if status.get("Code") in NOTICE_CODES:
+                updated = status.get("UpdateTime")
+                start = updated.timestamp() if updated is not None else now
+                return start + SPOT_NOTICE_S
+        return None

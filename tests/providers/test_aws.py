@@ -188,7 +188,7 @@ def test_orphan_sweep_finds_instances_by_job_tag(
 def test_capacity_error_through_real_sdk_path_cleans_up(
     moto_url: str, paths: Paths, tmp_path: Path
 ) -> None:
-    with capacity_proxy(moto_url, fail_zones={"us-east-1a"}) as proxy:
+    with capacity_proxy(moto_url, fail_zones=frozenset({"us-east-1a"})) as proxy:
         url = f"http://127.0.0.1:{proxy.server_address[1]}"
         prov = make_provider(url, paths, str(tmp_path))
         req = _request(offer(zone="us-east-1a"))

@@ -41,6 +41,15 @@ INSUFFICIENT_CAPACITY_XML = (
 )
 
 
+def ec2_error(code: str, message: str) -> bytes:
+    """An EC2 error body in the documented shape (see INSUFFICIENT_CAPACITY_XML)."""
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error>"
+        "</Errors><RequestID>5b6c2e6e-4f5f-4e8e-9f47-example</RequestID></Response>"
+    ).encode()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -105,7 +114,7 @@ class _Quiet(BaseHTTPRequestHandler):
 
 class CapacityProxyHandler(_Quiet):
     """Forwards to moto; RunInstances into ``fail_zones`` / of ``fail_types`` get the
-    real InsufficientInstanceCapacity error instead."""
+    real InsufficientInstanceCapacity error instead, and scripted answers go first."""
 
     server: Any
 
@@ -116,6 +125,12 @@ class CapacityProxyHandler(_Quiet):
         zone = form.get("Placement.AvailabilityZone", [""])[0]
         itype = form.get("InstanceType", [""])[0]
         srv = self.server
+        queued = srv.scripted.get(action)
+        if queued:
+            status, payload = queued.pop(0)
+            srv.refused.append((action, status))
+            self._send(status, payload, "text/xml")
+            return
         if action == "RunInstances" and (zone in srv.fail_zones or itype in srv.fail_types):
             srv.refused.append((itype, zone))
             xml = INSUFFICIENT_CAPACITY_XML.format(
@@ -136,13 +151,18 @@ class CapacityProxyHandler(_Quiet):
 
 @contextmanager
 def capacity_proxy(
-    upstream: str, fail_zones: set[str] = frozenset(), fail_types: set[str] = frozenset()
-) -> Iterator[_Server]:  # type: ignore[assignment]
+    upstream: str,
+    fail_zones: frozenset[str] = frozenset(),
+    fail_types: frozenset[str] = frozenset(),
+    scripted: dict[str, list[tuple[int, bytes]]] | None = None,
+) -> Iterator[_Server]:
+    """``scripted``: per EC2 Action, (status, body) answered first, in order."""
     with serve(
         CapacityProxyHandler,
         upstream=upstream,
         fail_zones=set(fail_zones),
         fail_types=set(fail_types),
+        scripted=dict(scripted or {}),
         refused=[],
     ) as server:
         yield server
