@@ -45,6 +45,7 @@ class VmPlan:
     disk_sku: str = "Premium_LRS"
     admin_user: str = "azureuser"
     user_data: str = ""
+    ssh_port: int = 22  # images whose sshd listens elsewhere (config ssh_port)
 
 
 def image_reference(image: str) -> dict[str, str]:
@@ -78,7 +79,7 @@ def nsg_body(plan: VmPlan) -> dict[str, Any]:
             "sourceAddressPrefix": plan.ssh_cidr,
             "sourcePortRange": "*",
             "destinationAddressPrefix": "*",
-            "destinationPortRange": "22",
+            "destinationPortRange": str(plan.ssh_port),
             "access": "Allow",
             "priority": 1000,
             "direction": "Inbound",

@@ -5,7 +5,8 @@ see bodies.py), ``admin_user`` (default azureuser), ``disk_sku``, ``ssh_cidr`` (
 the caller's public address /32, looked up at ``ip_lookup_url``), ``retail_prices_url``,
 ``arm_endpoint`` and ``ca_bundle`` (a private ARM endpoint, or the tests' loopback one),
 ``polling_interval``, ``retry_total``, ``create_timeout_s``, ``auto_shutdown`` (default
-true), ``managed_identity``, ``enabled`` (false switches the provider off).
+true), ``ssh_port`` (default 22, for images whose sshd listens elsewhere; the NSG opens
+it), ``managed_identity``, ``enabled`` (false switches the provider off).
 
 Credentials come from the standard chain (auth.py) or, for tests and embedding, from a
 credential object passed to the constructor. The Azure SDK is imported lazily, only when
@@ -210,6 +211,7 @@ class AzureProvider(Provider):
             disk_sku=str(cfg.get("disk_sku", "Premium_LRS")),
             admin_user=str(cfg.get("admin_user", "azureuser")),
             user_data=request.user_data,
+            ssh_port=self._ssh_port(),
         )
         deadline = request.deadline if cfg.get("auto_shutdown", True) else None
         created = deploy.create_group(self._arm(), plan, deadline, self.ctx.clock(), _timeout(cfg))
@@ -226,6 +228,12 @@ class AzureProvider(Provider):
                 ) from exc
         url = str(self.ctx.config.get("ip_lookup_url") or DEFAULT_IP_LOOKUP)
         return caller_cidr(url)
+
+    def _ssh_port(self) -> int:
+        raw = self.ctx.config.get("ssh_port", 22)
+        if not isinstance(raw, int) or isinstance(raw, bool) or not 0 < raw < 65536:
+            raise ConfigError(f"providers.azure.ssh_port: expected a port number, got {raw!r}")
+        return raw
 
     def describe(self, instance_id: str) -> Instance:
         from azure.core.exceptions import ResourceNotFoundError  # lazy: heavy SDK
@@ -263,7 +271,8 @@ class AzureProvider(Provider):
             (props.get("osProfile") or {}).get("adminUsername")
             or self.ctx.config.get("admin_user", "azureuser")
         )
-        ssh = SSHTarget(host=address, port=22, user=user, key_file=key_file) if address else None
+        port = self._ssh_port()
+        ssh = SSHTarget(host=address, port=port, user=user, key_file=key_file) if address else None
         zones = (vm.get("zones") or []) if vm is not None else []
         return Instance(
             id=group,

@@ -1,0 +1,147 @@
+"""`cloudgpu launch` on Azure end to end: the plan picks an Azure offer from the bundled
+catalog, the provider builds the job's resource group through the fake ARM (loopback
+HTTPS), and the job runs over SSH on a real loopback sshd standing in for the VM.
+
+No test-only branch: the credential comes from the real chain (an Azure CLI login: a
+profile in AZURE_CONFIG_DIR and an ``az`` on PATH that prints a token, as the real CLI
+does for AzureCliCredential); the fake gives the VM's public IP as 127.0.0.1 and writes
+the VM's SSH key into the sshd's authorized_keys, as Azure's provisioning agent does; the
+sshd's port reaches the provider through its ``ssh_port`` setting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cloudgpu.paths import default_paths
+from tests.fixtures.azure.fake_arm import TOKEN, FakeArm
+from tests.lifecycle.helpers import cli_proc, job_file, main_exit, store
+from tests.remote.sshd import SSHDServer, start_sshd
+
+pytestmark = pytest.mark.slow
+
+JOB = """\
+name: az-life
+resources:
+  gpu: T4
+  spot: false
+  providers: [azure]
+run: |
+  echo "ran in $CLOUDGPU_INSTANCE"
+limits:
+  max_runtime: 5m
+  max_cost: 5
+"""
+
+
+@pytest.fixture
+def sshd(tmp_path: Path) -> Iterator[SSHDServer]:
+    server = start_sshd(tmp_path / "sshd")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def arm(tmp_path: Path, sshd: SSHDServer) -> Iterator[FakeArm]:
+    with FakeArm(tmp_path) as fake:
+        fake.state.fixed_public_ip = "127.0.0.1"
+        fake.state.authorized_keys = sshd.dir / "authorized_keys"
+        yield fake
+
+
+def az_login(tmp_path: Path, subscription: str) -> dict[str, str]:
+    """An Azure CLI login: the profile and token cache files, and an `az` printing a token."""
+    cfg = tmp_path / "azure-cli"
+    cfg.mkdir()
+    profile = {"subscriptions": [{"id": subscription, "isDefault": True, "state": "Enabled"}]}
+    (cfg / "azureProfile.json").write_text(json.dumps(profile), encoding="utf-8-sig")
+    (cfg / "msal_token_cache.json").write_text("{}")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    token = {
+        "accessToken": TOKEN,
+        "expires_on": int(time.time()) + 3600,
+        "subscription": subscription,
+        "tenant": "t",
+        "tokenType": "Bearer",
+    }
+    az = bin_dir / "az"
+    az.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(token)}\nEOF\n")
+    az.chmod(0o755)
+    return {"AZURE_CONFIG_DIR": str(cfg), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+@pytest.fixture
+def configured(
+    arm: FakeArm,
+    sshd: SSHDServer,
+    cloudgpu_home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[Path, dict[str, str]]:
+    paths = default_paths({"CLOUDGPU_HOME": str(cloudgpu_home)}).ensure()
+    paths.config_file.write_text(
+        f'[providers.azure]\narm_endpoint = "{arm.base_url}"\nca_bundle = "{arm.ca_bundle}"\n'
+        f'polling_interval = 0\nssh_cidr = "127.0.0.1/32"\nssh_port = {sshd.port}\n'
+        f'admin_user = "{sshd.user}"\n[launch]\nssh_timeout = 30\n'
+    )
+    env = az_login(tmp_path, arm.subscription)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return job_file(tmp_path, JOB), env
+
+
+def test_launch_runs_on_an_azure_vm_and_deletes_its_group(
+    configured: tuple[Path, dict[str, str]], arm: FakeArm, cloudgpu_home: Path
+) -> None:
+    job, _ = configured
+    code, out, err = main_exit(["launch", str(job), "--yes"])
+    assert code == 0, err
+    assert "ran in" in out
+    (rec,) = store(cloudgpu_home).jobs()
+    assert rec.state == "succeeded" and rec.provider == "azure"
+    (inst,) = store(cloudgpu_home).instances(rec.id)
+    assert inst.state == "terminated" and inst.instance_type.startswith("Standard_NC")
+    vm_puts = [
+        b for m, p, b in arm.state.requests if m == "PUT" and "/virtualmachines/" in p.lower()
+    ]
+    assert len(vm_puts) == 1
+    nsg = next(b for m, p, b in arm.state.requests if "networksecuritygroups" in p.lower())
+    assert nsg["properties"]["securityRules"][0]["properties"]["sourceAddressPrefix"] == (
+        "127.0.0.1/32"
+    )
+    assert arm.state.groups == {} and arm.state.resources == {}  # deleted and verified
+
+
+def test_launch_as_subprocess(
+    configured: tuple[Path, dict[str, str]], arm: FakeArm, cloudgpu_home: Path
+) -> None:
+    job, env = configured
+    res = cli_proc(["launch", str(job), "--yes"], cloudgpu_home, env=env)
+    assert res.returncode == 0, res.stderr
+    assert "ran in" in res.stdout
+    assert TOKEN not in res.stdout + res.stderr
+    assert arm.state.groups == {}
+
+
+def test_no_capacity_fails_cleanly_and_leaves_nothing(
+    configured: tuple[Path, dict[str, str]], arm: FakeArm
+) -> None:
+    job, _ = configured
+    for size in (
+        "Standard_NC4as_T4_v3",
+        "Standard_NC8as_T4_v3",
+        "Standard_NC16as_T4_v3",
+        "Standard_NC64as_T4_v3",
+    ):
+        arm.state.vm_failures[size] = ("sync", "error_sku_not_available.json")
+    code, _, err = main_exit(["launch", str(job), "--yes"])
+    assert code != 0 and "Traceback" not in err
+    assert "SkuNotAvailable" in err or "capacity" in err.lower()
+    assert arm.state.groups == {}
