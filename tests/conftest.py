@@ -16,9 +16,17 @@ def cloudgpu_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("CLOUDGPU_HOME", str(home))
     # A test never uses a real cloud account, whatever the developer's shell has set.
     for var in (
-        "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-        "GOOGLE_APPLICATION_CREDENTIALS", "AZURE_CLIENT_ID", "AZURE_CLIENT_SECRET",
-        "AZURE_TENANT_ID", "AZURE_SUBSCRIPTION_ID", "RUNPOD_API_KEY", "GITHUB_TOKEN",
+        "AWS_PROFILE",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "AZURE_CLIENT_ID",
+        "AZURE_CLIENT_SECRET",
+        "AZURE_TENANT_ID",
+        "AZURE_SUBSCRIPTION_ID",
+        "RUNPOD_API_KEY",
+        "GITHUB_TOKEN",
         "CLOUDGPU_SIM",
     ):
         monkeypatch.delenv(var, raising=False)

@@ -19,7 +19,9 @@ def _dotted(path: Path) -> str:
 
 
 def test_every_package_dir_is_listed() -> None:
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
     found = set()
     for top in ("cloudgpu", "providers", "templates"):
         for init in (ROOT / top).rglob("__init__.py"):

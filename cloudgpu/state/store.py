@@ -225,23 +225,26 @@ class Store:
                     if stmt.strip():
                         c.execute(stmt)
                 version += 1
-                c.execute(
-                    "UPDATE meta SET value=? WHERE key='schema_version'", (str(version),)
-                )
+                c.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(version),))
 
     def schema_version(self) -> int:
         try:
-            row = self._conn.execute(
-                "SELECT value FROM meta WHERE key='schema_version'"
-            ).fetchone()
+            row = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         except sqlite3.OperationalError:
             return 0
         return int(row[0]) if row else 0
 
     # -- jobs ------------------------------------------------------------------------
 
-    def add_job(self, job_id: str, name: str, spec: Mapping[str, Any], spec_path: str = "",
-                log_path: str = "", state: str = "pending") -> JobRecord:
+    def add_job(
+        self,
+        job_id: str,
+        name: str,
+        spec: Mapping[str, Any],
+        spec_path: str = "",
+        log_path: str = "",
+        state: str = "pending",
+    ) -> JobRecord:
         now = self.clock()
         with self.tx() as c:
             c.execute(
@@ -252,8 +255,16 @@ class Store:
         return self.job(job_id)
 
     def update_job(self, job_id: str, **fields: Any) -> None:
-        allowed = {"name", "state", "provider", "instance_type", "exit_code", "error", "pid",
-                   "log_path"}
+        allowed = {
+            "name",
+            "state",
+            "provider",
+            "instance_type",
+            "exit_code",
+            "error",
+            "pid",
+            "log_path",
+        }
         bad = set(fields) - allowed
         if bad:
             raise StateError(f"cannot update job fields {sorted(bad)}")
@@ -306,16 +317,38 @@ class Store:
                 " zone, market, gpu, gpu_count, state, price_per_hour, idempotency_token,"
                 " tags_json, ssh_json, created_at, launched_at, terminated_at)"
                 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (rec.id, rec.job_id, rec.provider, rec.provider_id, rec.instance_type,
-                 rec.region, rec.zone, rec.market, rec.gpu, rec.gpu_count, rec.state,
-                 rec.price_per_hour, rec.idempotency_token, json.dumps(dict(rec.tags)),
-                 json.dumps(rec.ssh), rec.created_at or self.clock(), rec.launched_at,
-                 rec.terminated_at),
+                (
+                    rec.id,
+                    rec.job_id,
+                    rec.provider,
+                    rec.provider_id,
+                    rec.instance_type,
+                    rec.region,
+                    rec.zone,
+                    rec.market,
+                    rec.gpu,
+                    rec.gpu_count,
+                    rec.state,
+                    rec.price_per_hour,
+                    rec.idempotency_token,
+                    json.dumps(dict(rec.tags)),
+                    json.dumps(rec.ssh),
+                    rec.created_at or self.clock(),
+                    rec.launched_at,
+                    rec.terminated_at,
+                ),
             )
 
     def update_instance(self, instance_id: str, **fields: Any) -> None:
-        allowed = {"provider_id", "state", "launched_at", "terminated_at", "ssh", "zone",
-                   "price_per_hour"}
+        allowed = {
+            "provider_id",
+            "state",
+            "launched_at",
+            "terminated_at",
+            "ssh",
+            "zone",
+            "price_per_hour",
+        }
         bad = set(fields) - allowed
         if bad:
             raise StateError(f"cannot update instance fields {sorted(bad)}")
@@ -369,14 +402,27 @@ class Store:
                 "INSERT OR REPLACE INTO spend(instance_id, job_id, provider, instance_type,"
                 " region, market, gpu, gpu_count, price_per_hour, started_at, ended_at,"
                 " billed_seconds, cost) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (rec.instance_id, rec.job_id, rec.provider, rec.instance_type, rec.region,
-                 rec.market, rec.gpu, rec.gpu_count, rec.price_per_hour, rec.started_at,
-                 rec.ended_at, rec.billed_seconds, rec.cost),
+                (
+                    rec.instance_id,
+                    rec.job_id,
+                    rec.provider,
+                    rec.instance_type,
+                    rec.region,
+                    rec.market,
+                    rec.gpu,
+                    rec.gpu_count,
+                    rec.price_per_hour,
+                    rec.started_at,
+                    rec.ended_at,
+                    rec.billed_seconds,
+                    rec.cost,
+                ),
             )
 
     def spend(self, since: float | None = None, job_id: str | None = None) -> list[SpendRecord]:
         sql = "SELECT * FROM spend"
-        conds, args = [], []
+        conds: list[str] = []
+        args: list[Any] = []
         if since is not None:
             conds.append("ended_at >= ?")
             args.append(since)

@@ -50,7 +50,11 @@ class ProviderContract:
         return CreateRequest(
             offer=offer,
             name=job,
-            tags={TAG_JOB: job, TAG_OWNER: "contract-test", TAG_EXPIRES: str(int(time.time()) + 3600)},
+            tags={
+                TAG_JOB: job,
+                TAG_OWNER: "contract-test",
+                TAG_EXPIRES: str(int(time.time()) + 3600),
+            },
             ssh_public_key="",
             idempotency_token=uuid.uuid4().hex,
             deadline=time.time() + 3600,
