@@ -199,6 +199,12 @@ def instance_tags(inst: Any) -> dict[str, str]:
     return dict(inst.labels)
 
 
+def is_ours(inst: Any) -> bool:
+    """Made by cloudgpu: it carries the cloudgpu-tags metadata item."""
+    items = inst.metadata.items if inst.metadata else []
+    return any(item.key == TAGS_METADATA for item in items)
+
+
 def to_instance(inst: Any, zone: str, ssh_user: str, key_file: str | None) -> Instance:
     nat_ip = ""
     for nic in inst.network_interfaces:

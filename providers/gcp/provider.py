@@ -135,6 +135,8 @@ class GCPProvider(Provider):
         ]
         table = pricing.price_table(self._skus())
         regions = self.ctx.config.get("regions")
+        if isinstance(regions, str):
+            regions = [regions]
         observed = datetime.fromtimestamp(self.ctx.clock(), UTC).isoformat(timespec="seconds")
         return pricing.build_offers(
             pricing.shapes(machine_types, accelerators),
@@ -206,13 +208,22 @@ class GCPProvider(Provider):
             deadline_in_s=deadline_in,
         )
         cidr = self._ssh_cidr(request)
-        self._ensure_firewall(name, cidr, network, request.tags)
+        made_firewall = self._ensure_firewall(name, cidr, network, request.tags)
         try:
             self._insert(zone, body, request.idempotency_token)
             inst = self._get(zone, name)
         except ProviderError:
             self._cleanup(zone, name)
             raise
+        if inst is not None and build.instance_tags(inst) != dict(request.tags):
+            # Same name, someone else's VM (409 on insert): never adopt or delete it.
+            if made_firewall:
+                self._delete_firewall(f"{name}-ssh")
+            raise ProviderError(
+                f"an instance named {name} already exists in {zone} and is not this job's",
+                provider=PROVIDER,
+                hint="choose another job name",
+            )
         if inst is None:
             self._cleanup(zone, name)
             raise TransientError(
@@ -233,7 +244,8 @@ class GCPProvider(Provider):
             return  # a retry of our own create: the instance is there
         self._wait(op, zone)
 
-    def _ensure_firewall(self, name: str, cidr: str, network: str, tags: Mapping[str, str]) -> None:
+    def _ensure_firewall(self, name: str, cidr: str, network: str, tags: Mapping[str, str]) -> bool:
+        """Create the rule; False when it exists already (a retried create)."""
         client = self.clients.compute("FirewallsClient")
         body = build.firewall_body(f"{name}-ssh", name, cidr, network, tags)
         try:
@@ -242,9 +254,10 @@ class GCPProvider(Provider):
             )
         except ProviderError as exc:
             if "already exists" in str(exc) or "alreadyExists" in str(exc):
-                return
+                return False
             raise
         self._wait(op, None)
+        return True
 
     def _wait(self, op: Any, zone: str | None) -> None:
         """Wait for a long-running operation (zone or global) and raise its error."""
@@ -362,6 +375,8 @@ class GCPProvider(Provider):
         for page in self._pages(client.aggregated_list, request):
             for scope, scoped in page.items.items():
                 for inst in scoped.instances:
+                    if not build.is_ours(inst):
+                        continue  # never report (or let a sweep delete) a foreign VM
                     own = build.instance_tags(inst)
                     if all(own.get(k) == v for k, v in tags.items()):
                         zone = scope.rsplit("/", 1)[-1]
@@ -386,7 +401,6 @@ class GCPProvider(Provider):
     def _cleanup(self, zone: str, name: str) -> None:
         """Delete the VM and its firewall rule; each may already be gone."""
         instances = self.clients.compute("InstancesClient")
-        firewalls = self.clients.compute("FirewallsClient")
         try:
             op = self.clients.call(
                 instances.delete_unary,
@@ -395,9 +409,13 @@ class GCPProvider(Provider):
             self._wait(op, zone)
         except NotFoundError:
             pass
+        self._delete_firewall(f"{name}-ssh")
+
+    def _delete_firewall(self, name: str) -> None:
+        firewalls = self.clients.compute("FirewallsClient")
         try:
             op = self.clients.call(
-                firewalls.delete_unary, request={"project": self.project, "firewall": f"{name}-ssh"}
+                firewalls.delete_unary, request={"project": self.project, "firewall": name}
             )
             self._wait(op, None)
         except NotFoundError:

@@ -16,7 +16,7 @@ import pytest
 from cloudgpu_providers.gcp import GCPProvider
 
 from cloudgpu.catalog.offer import Offer
-from cloudgpu.errors import AuthError, CapacityError, QuotaError, TransientError
+from cloudgpu.errors import AuthError, CapacityError, ProviderError, QuotaError, TransientError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_JOB, InstanceState, ProviderContext
 from tests.fixtures.gcp.server import FakeGCP
@@ -308,3 +308,32 @@ def test_importing_the_provider_loads_no_sdk() -> None:
     code = "import sys, cloudgpu_providers.gcp; print([m for m in sys.modules if 'google' in m])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def foreign_vm(fake: FakeGCP, zone: str, name: str) -> None:
+    """A VM someone made by hand: no cloudgpu metadata, same label key by coincidence."""
+    body = {
+        "name": name,
+        "machineType": f"zones/{zone}/machineTypes/n1-standard-4",
+        "labels": {"cloudgpu-job": "taken"},
+    }
+    fake.instances[(zone, name)] = fake._new_instance(zone, body)
+
+
+def test_foreign_vm_with_our_name_is_neither_adopted_nor_deleted(
+    provider: GCPProvider, fake: FakeGCP, offer: Offer
+) -> None:
+    foreign_vm(fake, "us-central1-a", "taken")
+    with pytest.raises(ProviderError, match="not this job's"):
+        provider.create(ProviderContract().request(offer, job="taken"))
+    assert ("us-central1-a", "taken") in fake.instances
+    assert fake.firewalls == {}  # the rule it had just made is gone again
+
+
+def test_foreign_vms_are_never_listed(provider: GCPProvider, fake: FakeGCP, offer: Offer) -> None:
+    foreign_vm(fake, "us-central1-a", "handmade")
+    mine = provider.create(ProviderContract().request(offer, job="mine"))
+    assert [i.id for i in provider.list_instances({})] == [mine.id]
+    provider.terminate(mine.id)
+    assert provider.list_instances({}) == []
+    assert ("us-central1-a", "handmade") in fake.instances
