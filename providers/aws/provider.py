@@ -139,7 +139,7 @@ class AWSProvider(Provider):
             args = launch.run_args(request, image, name, group_id, tags, boot)
             out = self.call("run_instances", ec2.run_instances, **args)
         except ProviderError:
-            self._undo(ec2, made, request.name, key.generated)
+            self._undo(ec2, made, request, key.generated)
             raise
         return self._record(out["Instances"][0], region)
 
@@ -153,15 +153,31 @@ class AWSProvider(Provider):
             tags[launch.TAG_NVME] = DLAMI_NVME_MOUNT
         return tags
 
-    def _undo(self, ec2: Any, made: Mapping[str, str], name: str, generated: bool) -> None:
-        """Remove what a failed create made, before its error surfaces."""
+    def _undo(
+        self, ec2: Any, made: Mapping[str, str], request: CreateRequest, generated: bool
+    ) -> None:
+        """Remove what a failed create made, before its error surfaces.
+
+        A run_instances whose answer was lost (timeout, 5xx after the fact) may still
+        have started an instance: it is found by its token tag and torn down too.
+        """
         teardown = self._teardown(ec2)
-        if "group" in made:
-            teardown.delete_group(made["group"])
-        if "key" in made:
-            self.call("delete_key_pair", ec2.delete_key_pair, KeyName=made["key"])
-        if generated:
-            remove_key_files(self.ctx.paths.keys_dir, name)
+        try:
+            if request.idempotency_token:
+                token = {launch.TAG_TOKEN: request.idempotency_token[:64]}
+                for item in find_raw(self.call, ec2, token):
+                    teardown.run(item["InstanceId"])  # also removes its group and key
+            if "group" in made and teardown.group_exists(made["group"]):
+                teardown.delete_group(made["group"])
+            if "key" in made:
+                self.call("delete_key_pair", ec2.delete_key_pair, KeyName=made["key"])
+        except ProviderError:
+            # The create's own error is the one to report; whatever is left carries the
+            # job's tags and is removed by `cloudgpu down --orphans`.
+            pass
+        finally:
+            if generated:
+                remove_key_files(self.ctx.paths.keys_dir, request.name)
 
     def _record(self, item: Mapping[str, Any], region: str) -> Instance:
         self._region_of[item["InstanceId"]] = region

@@ -170,3 +170,21 @@ def test_on_demand_instances_have_no_notice(moto_url: str, paths: Paths, tmp_pat
     prov: AWSProvider = make_provider(moto_url, paths, str(tmp_path))
     od = Instance(id="i-1", provider="aws", state=InstanceState.RUNNING, market="on_demand")
     assert prov.preemption_notice(od) is None
+
+
+def test_create_whose_answer_is_lost_leaves_nothing(
+    moto_url: str, paths: Paths, tmp_path: Path
+) -> None:
+    # run_instances reaches EC2 but the client never hears back: the instance(s) it
+    # started are found by their token tag and torn down with their group and key.
+    with capacity_proxy(moto_url, lose=frozenset({"RunInstances"})) as proxy:
+        prov = make_provider(url_of(proxy), paths, str(tmp_path), max_attempts=2)
+        req = _request()
+        with pytest.raises(TransientError, match="ServiceUnavailable"):
+            prov.create(req)
+    assert proxy.refused == [("RunInstances", 503), ("RunInstances", 503)]
+    assert (
+        make_provider(moto_url, paths, str(tmp_path)).list_instances({TAG_JOB: req.tags[TAG_JOB]})
+        == []
+    )
+    assert _leftovers(moto_url, req.name) == ([], [])

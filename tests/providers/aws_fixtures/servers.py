@@ -138,6 +138,17 @@ class CapacityProxyHandler(_Quiet):
             )
             self._send(500, xml.encode(), "text/xml")
             return
+        status, data, ctype = self._forward(body)
+        if action in srv.lose:
+            # The call reached EC2 but its answer is lost on the way back, as on a
+            # timeout: the client sees a 503 although the instance exists.
+            srv.refused.append((action, 503))
+            self._send(503, ec2_error("ServiceUnavailable", "Service unavailable."), "text/xml")
+            return
+        self._send(status, data, ctype)
+
+    def _forward(self, body: bytes) -> tuple[int, bytes, str]:
+        srv = self.server
         up = urllib.parse.urlsplit(srv.upstream)
         conn = HTTPConnection(up.hostname, up.port, timeout=30)
         headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
@@ -145,8 +156,8 @@ class CapacityProxyHandler(_Quiet):
         conn.request("POST", self.path, body=body, headers=headers)
         resp = conn.getresponse()
         data = resp.read()
-        self._send(resp.status, data, resp.getheader("Content-Type", "text/xml"))
         conn.close()
+        return resp.status, data, resp.getheader("Content-Type", "text/xml")
 
 
 @contextmanager
@@ -155,14 +166,17 @@ def capacity_proxy(
     fail_zones: frozenset[str] = frozenset(),
     fail_types: frozenset[str] = frozenset(),
     scripted: dict[str, list[tuple[int, bytes]]] | None = None,
+    lose: frozenset[str] = frozenset(),
 ) -> Iterator[_Server]:
-    """``scripted``: per EC2 Action, (status, body) answered first, in order."""
+    """``scripted``: per EC2 Action, (status, body) answered first, in order;
+    ``lose``: Actions forwarded to moto whose answer is replaced by a 503."""
     with serve(
         CapacityProxyHandler,
         upstream=upstream,
         fail_zones=set(fail_zones),
         fail_types=set(fail_types),
         scripted=dict(scripted or {}),
+        lose=set(lose),
         refused=[],
     ) as server:
         yield server
