@@ -19,7 +19,7 @@ import click
 
 from cloudgpu.catalog import GpuRegistry, Offer, load_catalog, load_registry
 from cloudgpu.cli.context import App, get_app
-from cloudgpu.errors import ConfigError
+from cloudgpu.errors import CloudGPUError, ConfigError
 from cloudgpu.planner import OBJECTIVES, Candidate, Plan, StartupHistory
 from cloudgpu.planner import plan as make_plan
 from cloudgpu.spec import load_job
@@ -195,6 +195,24 @@ def local_data_bytes(job: JobSpec) -> int | None:
     return total if job.data else None
 
 
+def gather_offers(app: App, job: JobSpec) -> list[Offer]:
+    """The catalog's offers plus those of enabled providers the catalog has no table for
+    (local, ssh, sim report their own machines)."""
+    catalog = load_catalog(app.paths)
+    offers = list(catalog.offers)
+    wanted = job.resources.providers
+    for name in app.registry.names():
+        if name in catalog.sources or (wanted and name not in wanted):
+            continue
+        try:
+            provider = app.registry.get(name)
+            if provider.availability().enabled:
+                offers += provider.offers()
+        except (CloudGPUError, ImportError) as exc:
+            click.echo(f"note: {name}: unavailable ({exc})", err=True)
+    return offers
+
+
 def _history(app: App) -> StartupHistory:
     if not app.paths.state_db.exists():
         return StartupHistory()
@@ -238,10 +256,9 @@ def plan_cmd(job_file: str, objective: str, as_json: bool, limit: int, all_rows:
     app = get_app()
     job = load_job(job_file)
     registry = load_registry()
-    catalog = load_catalog(app.paths)
     result = make_plan(
         job,
-        catalog.offers,
+        gather_offers(app, job),
         registry=registry,
         objective=objective,
         history=_history(app),

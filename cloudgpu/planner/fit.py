@@ -17,6 +17,7 @@ from cloudgpu.planner.timing import infer_time, train_time
 from cloudgpu.planner.workload import Workload
 
 SHARDINGS = ("ddp", "zero1", "zero2", "zero3")
+AUTO_BATCHES = (256, 128, 64, 32, 16, 8, 4, 2, 1)
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,12 @@ class ShapeEstimate:
 def layouts(w: Workload, shape: Shape) -> list[Layout]:
     """Every layout the job allows on ``shape``, most preferred (least overhead) first."""
     if not w.training:
-        return [Layout(shape.gpus_per_node, shape.num_nodes, shape.gpus_per_node, "none")]
+        # Serving engines fill free memory with KV cache: try the most sequences first.
+        batches = (w.batch,) if w.batch else AUTO_BATCHES
+        return [
+            Layout(shape.gpus_per_node, shape.num_nodes, shape.gpus_per_node, "none", batch=b)
+            for b in batches
+        ]
     n = shape.n_gpus
     shardings = SHARDINGS if w.sharding == "auto" else (w.sharding,)
     if n == 1:

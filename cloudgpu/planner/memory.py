@@ -50,6 +50,7 @@ class Layout:
     sharding: str = "ddp"  # ddp | zero1 | zero2 | zero3 | none (inference)
     checkpointing: str = "none"  # none | selective | full
     optimizer: str = "adamw"
+    batch: int = 0  # inference: concurrent sequences (0: the workload's own)
 
     @property
     def n_gpus(self) -> int:
@@ -73,6 +74,8 @@ class Layout:
             parts.append(f"{self.checkpointing} checkpointing")
         if self.optimizer == "adam8bit":
             parts.append("8-bit Adam")
+        if self.batch:
+            parts.append(f"batch {self.batch}")
         return ", ".join(parts)
 
 
@@ -152,10 +155,11 @@ def inference_extras(w: Workload, lay: Layout) -> dict[str, float]:
     arch, tp = w.arch, lay.tensor_parallel
     kv_b = 1.0 if w.precision == "fp8" else 2.0
     context = max(w.seq_len, w.input_tokens + w.output_tokens)
-    kv = kv_cache_bytes_per_token(arch, kv_b) * context * w.batch / tp
-    chunk = min(w.batch * context, 8192)  # chunked prefill bounds one layer's transients
+    batch = lay.batch or w.batch or 1
+    kv = kv_cache_bytes_per_token(arch, kv_b) * context * batch / tp
+    chunk = min(batch * context, 8192)  # chunked prefill bounds one layer's transients
     work = chunk * (4 * arch.hidden + 3 * arch.intermediate * arch.experts_active) * 2.0 / tp
-    return {"kv_cache": kv, "workspace": work, "logits": w.batch * arch.vocab * 4.0}
+    return {"kv_cache": kv, "workspace": work, "logits": batch * arch.vocab * 4.0}
 
 
 def memory_breakdown(w: Workload, lay: Layout) -> dict[str, float]:

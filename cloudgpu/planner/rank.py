@@ -191,7 +191,7 @@ def plan(
     w = workload_of(job)
     size = float(data_bytes) if data_bytes is not None else (w.data_size if w else 0.0)
     ctx = _Context(w, registry, history or StartupHistory(), size, max(1, job.num_nodes))
-    reqs = compile_requirements(job.resources, registry)
+    reqs = compile_requirements(job.resources, registry, needs_gpu=w is not None)
     fitting: list[Candidate] = []
     rejected: list[Candidate] = []
     max_cost = job.limits.max_cost
@@ -230,8 +230,29 @@ def plan(
     result = Plan(fitting, rejected, objective, workload=w)
     result.summary = _summary(result, len(offers), effective)
     if not fitting and w is not None:
-        result.needs = needs(w, offers, registry)
+        result.needs = _nothing_fits(w, rejected, offers, registry, max_cost)
     return result
+
+
+def _nothing_fits(
+    w: Workload,
+    rejected: list[Candidate],
+    offers: Sequence[Offer],
+    registry: GpuRegistry,
+    max_cost: float | None,
+) -> str:
+    """Why nothing fits: over budget (say the cheapest), or too big (say what would fit)."""
+    costed = [c for c in rejected if c.est_cost is not None]
+    if costed and max_cost is not None:
+        low = min(costed, key=lambda c: (c.est_cost or 0.0, c.offer.key))
+        return (
+            f"the cheapest estimate, ${low.est_cost:,.2f} on {low.gpu_count}x {low.offer.gpu}"
+            f" ({low.offer.provider} {low.offer.instance_type}), exceeds limits.max_cost"
+            f" ${max_cost:,.2f}"
+        )
+    if any(c.memory_per_gpu_gb is not None for c in rejected):
+        return needs(w, offers, registry)
+    return ""
 
 
 def _summary(p: Plan, total: int, effective: str) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from cloudgpu.catalog.gpus import GpuRegistry
 from cloudgpu.catalog.offer import Offer
-from cloudgpu.spec.model import Resources
+from cloudgpu.spec.model import GpuRequest, Resources
 
 # Catalog memory figures are snapped to the nearest known size (REFERENCE.md s1: within
 # ~7%), so a memory floor forgives a few percent.
@@ -36,10 +36,12 @@ class Requirements:
         return ""
 
 
-def _gpu_checks(res: Resources, registry: GpuRegistry) -> list[Check]:
+def _gpu_checks(res: Resources, registry: GpuRegistry, needs_gpu: bool) -> list[Check]:
     req = res.gpu
     if req.cpu_only:
         return [lambda o: f"CPU-only job; offer has GPUs ({o.gpu_count})" if o.gpu_count else ""]
+    if req == GpuRequest() and not needs_gpu:
+        return []  # `gpu:` omitted and nothing to size: any machine will do
     checks: list[Check] = [lambda o: "" if o.gpu_count > 0 else "no GPU"]
     if req.name and not req.any_gpu:
         names = registry.matches(req.name)
@@ -122,12 +124,18 @@ def _place_checks(res: Resources) -> list[Check]:
     return checks
 
 
-def compile_requirements(res: Resources, registry: GpuRegistry) -> Requirements:
-    """Checks in the order a user reads them: place and price first, then shape."""
+def compile_requirements(
+    res: Resources, registry: GpuRegistry, *, needs_gpu: bool = False
+) -> Requirements:
+    """Checks in the order a user reads them: place and price first, then shape.
+
+    ``needs_gpu``: the job has a workload to size, so an omitted ``gpu:`` still means
+    "some GPU"; without one an omitted ``gpu:`` accepts any machine (as the lifecycle's
+    fallback ranking does)."""
     checks = [
         *_place_checks(res),
         *_market_checks(res),
-        *_gpu_checks(res, registry),
+        *_gpu_checks(res, registry, needs_gpu),
         *_floor(res.cpus, lambda o: o.vcpus, "vCPUs"),
         *_floor(res.memory_gb, lambda o: o.memory_gb, "RAM GB"),
         *_floor(res.local_nvme_gb, lambda o: o.nvme_gb, "local NVMe GB"),

@@ -180,7 +180,7 @@ def infer_time(w: Workload, lay: Layout, spec: GpuPerf) -> InferTime:
     else:
         prompt_tokens, out_tokens, context = 0.0, w.tokens, w.seq_len / 2
     prefill_s = 2.0 * arch.active_params * prompt_tokens / flops_s
-    b = w.batch
+    b = lay.batch or w.batch or 1
     touched = min(arch.total_params, arch.active_params * b)  # MoE: experts the batch routes to
     kv_b = 1.0 if w.precision == "fp8" else 2.0
     step_bytes = touched * weight_bytes_per_param(w) + kv_cache_bytes_per_token(arch, kv_b) * (

@@ -21,7 +21,7 @@ only parses; it must not estimate anything.
       lora_targets: all     # all | attention (which linear layers get adapters)
       mfu: 0.45             # override the model-FLOPs-utilisation default
       # inference
-      batch: 1              # concurrent sequences
+      batch: auto           # concurrent sequences (auto: the most that fit, up to 256)
       requests: 10000       # requests to serve, each input_tokens + output_tokens
       input_tokens: 512
       output_tokens: 256
@@ -77,7 +77,7 @@ class Workload:
     lora_rank: int = 16
     lora_targets: str = "all"
     mfu: float | None = None
-    batch: int = 1
+    batch: int = 0  # 0: auto
     requests: float = 0.0
     input_tokens: int = 512
     output_tokens: int = 256
@@ -222,7 +222,7 @@ def parse_workload(raw: Mapping[str, Any]) -> Workload:
         lora_rank=_int(raw, "lora_rank", 64 if kind == "qlora" else 16),
         lora_targets=_choice(raw, "lora_targets", "all", ("all", "attention")),
         mfu=_mfu(raw),
-        batch=_int(raw, "batch", 1),
+        batch=0 if raw.get("batch", "auto") == "auto" else _int(raw, "batch", 1),
         requests=parse_count(raw.get("requests", 0), "requests"),
         input_tokens=_int(raw, "input_tokens", 512, 0),
         output_tokens=_int(raw, "output_tokens", 256, 0),

@@ -23,13 +23,16 @@ def _reasons(**resources: object) -> dict[str, str]:
     return {f"{c.offer.instance_type}/{c.offer.market}": c.reason for c in p.rejected}
 
 
-def test_no_workload_ranks_every_gpu_offer_by_hourly_price() -> None:
+def test_no_workload_ranks_every_offer_by_hourly_price() -> None:
     p = plan(job(None), MARKET, registry=REG, objective="cheapest")
     prices = [c.price_per_hour for c in p.candidates]
     assert prices == sorted(prices)
-    assert len(p.candidates) == len(MARKET) - 1  # the CPU-only machine has no GPU
+    assert len(p.candidates) == len(MARKET)  # `gpu:` omitted: any machine will do
     assert "ranked by $/hour" in p.summary
     assert all(c.est_cost is None for c in p.candidates)
+    any_gpu = plan(job(None, gpu=GpuRequest(any_gpu=True)), MARKET, registry=REG)
+    assert len(any_gpu.candidates) == len(MARKET) - 1  # the CPU-only machine has no GPU
+    assert any_gpu.rejected[0].reason == "no GPU"
 
 
 def test_family_name_matches_every_variant() -> None:
@@ -77,13 +80,13 @@ def test_count_memory_cpu_ram_nvme_floors() -> None:
 def test_spot_true_false_auto() -> None:
     assert all(t.endswith("/spot") for t in _types(spot="true"))
     assert all(t.endswith("/on_demand") for t in _types(spot="false"))
-    assert len(_types(spot="auto")) == len(MARKET) - 1
+    assert len(_types(spot="auto")) == len(MARKET)
     assert _reasons(spot="true")["g6e.xlarge/on_demand"] == "on-demand; job wants spot"
 
 
 def test_max_price_providers_and_region_globs() -> None:
     assert _types(max_price=2.0) == [
-        "runpod/1x_RTX4090/on_demand",
+        "local/local/on_demand", "runpod/1x_RTX4090/on_demand",
         "aws/g4dn.xlarge/on_demand",
         "runpod/1x_A100-80GB/on_demand",
         "runpod/2x_L40S/on_demand",
@@ -106,7 +109,7 @@ def test_cpu_only_job_takes_the_gpu_less_offer() -> None:
 
 def test_accelerators_are_not_gpus_unless_named() -> None:
     inf2 = offer("aws", "inf2.xlarge", "Inferentia2", 1, 32, 0.76)
-    p = plan(job(None), [inf2], registry=REG)
+    p = plan(job(None, gpu=GpuRequest(any_gpu=True)), [inf2], registry=REG)
     assert not p.candidates and p.rejected[0].reason.startswith("not a GPU")
     named = plan(job(None, gpu=GpuRequest(name="Inferentia2")), [inf2], registry=REG)
     assert len(named.candidates) == 1

@@ -1,0 +1,226 @@
+"""`cloudgpu plan` and `cloudgpu estimate` through click's runner (bundled catalog in an
+isolated CLOUDGPU_HOME) and once each as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from cloudgpu.cli import cli
+from cloudgpu.errors import CatalogError, ConfigError
+
+JSON_KEYS = {
+    "provider",
+    "instance_type",
+    "region",
+    "market",
+    "gpu",
+    "gpu_count",
+    "num_nodes",
+    "fits",
+    "memory_per_gpu_gb",
+    "est_hours",
+    "est_gpu_hours",
+    "est_cost",
+    "price_per_hour",
+    "reason",
+}
+
+FINETUNE = """\
+name: ft
+resources:
+  gpu: A100
+  regions: ["us-*"]
+workload:
+  kind: finetune
+  model: llama-3-8b
+  tokens: 2B
+  seq_len: 4096
+run: echo hi
+"""
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def write(tmp_path: Path, text: str) -> str:
+    p = tmp_path / "job.yaml"
+    p.write_text(text)
+    return str(p)
+
+
+def test_plan_table_shows_candidates_and_why_others_do_not_fit(tmp_path: Path) -> None:
+    res = invoke("plan", write(tmp_path, FINETUNE), "--limit", "3")
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert "ranked by cheapest" in lines[0]
+    assert lines[1].startswith("workload: finetune llama-3-8b, 8.03B params")
+    header = lines[2]
+    for col in ("GPUs", "fits", "mem/GPU GB", "est hours", "est total $", "$/h"):
+        assert col in header
+    assert lines[4].startswith("1  ") and "A100" in lines[4]
+    assert any(line.startswith("Not fitting") for line in lines)
+    assert any("needs " in line and "fix:" in line for line in lines)  # a too-small A100
+    assert any("offer(s): region not in us-*" in line for line in lines)
+
+
+def test_plan_json_is_best_first_with_the_documented_keys(tmp_path: Path) -> None:
+    res = invoke("plan", write(tmp_path, FINETUNE), "--json", "--limit", "50")
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)
+    assert rows and all(set(r) >= JSON_KEYS for r in rows)
+    fitting = [r for r in rows if r["fits"]]
+    costs = [r["est_cost"] for r in fitting]
+    assert costs == sorted(costs) and rows[: len(fitting)] == fitting
+    assert all(r["gpu"].startswith("A100") for r in rows)
+    assert all(r["reason"] for r in rows if not r["fits"])
+    fastest = json.loads(
+        invoke("plan", write(tmp_path, FINETUNE), "--json", "--objective", "fastest").output
+    )
+    hours = [r["est_hours"] for r in fastest if r["fits"]]
+    assert hours == sorted(hours)
+
+
+def test_plan_without_workload_ranks_by_hourly_price(tmp_path: Path) -> None:
+    res = invoke(
+        "plan", write(tmp_path, "name: x\nresources: {gpu: 'H100:8'}\nrun: echo\n"), "--json"
+    )
+    rows = json.loads(res.output)
+    prices = [r["price_per_hour"] for r in rows]
+    assert prices == sorted(prices) and all(r["gpu_count"] == 8 for r in rows)
+    assert all(r["est_cost"] is None for r in rows)
+
+
+def test_estimate_without_a_job_file() -> None:
+    res = invoke(
+        "estimate", "--model", "llama-3-70b", "--kind", "qlora", "--tokens", "1B", "--limit", "2"
+    )
+    assert res.exit_code == 0, res.output
+    assert "workload: qlora llama-3-70b" in res.output
+    rows = json.loads(
+        invoke(
+            "estimate",
+            "--model",
+            "llama-3-70b",
+            "--kind",
+            "qlora",
+            "--tokens",
+            "1B",
+            "--gpu",
+            "L40S",
+            "--json",
+        ).output
+    )
+    assert rows and all(r["gpu"] == "L40S" for r in rows)
+    assert all(r["memory_per_gpu_gb"] <= 48 for r in rows if r["fits"])
+
+
+def test_estimate_pins_a_configuration_to_compare_with_a_published_run() -> None:
+    # Meta's Llama 3.1 405B model card: ~15.6T tokens, 30.84M H100 GPU-hours.
+    res = invoke(
+        "estimate",
+        "--model",
+        "llama-3.1-405b",
+        "--kind",
+        "train",
+        "--tokens",
+        "15.6T",
+        "--seq-len",
+        "8192",
+        "--gpu",
+        "H100-SXM",
+        "--count",
+        "8",
+        "--nodes",
+        "2048",
+        "--json",
+    )
+    assert res.exit_code == 0, res.output
+    [row] = json.loads(res.output)
+    assert (row["provider"], row["gpu_count"], row["num_nodes"]) == ("estimate", 8, 2048)
+    assert row["est_gpu_hours"] == pytest.approx(30.84e6, rel=0.2)
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        (
+            ["--model", "lama-3-70b", "--kind", "qlora", "--tokens", "1B"],
+            ConfigError,
+            "unknown model 'lama-3-70b'",
+        ),
+        (
+            ["--model", "llama-3-8b", "--kind", "qlora", "--tokens", "1B", "--precision", "fp32"],
+            ConfigError,
+            "qlora keeps the base model in 4-bit NF4",
+        ),
+        (
+            ["--model", "llama-3-8b", "--kind", "finetune"],
+            ConfigError,
+            "workload.tokens: required for kind: finetune",
+        ),
+        (
+            [
+                "--model",
+                "llama-3-8b",
+                "--kind",
+                "lora",
+                "--tokens",
+                "1B",
+                "--gpu",
+                "H100",
+                "--count",
+                "8",
+            ],
+            ConfigError,
+            "--gpu H100 matches",
+        ),
+        (
+            ["--model", "llama-3-8b", "--kind", "lora", "--tokens", "1B", "--gpu", "H1000"],
+            CatalogError,
+            "unknown GPU 'H1000'",
+        ),
+    ],
+)
+def test_estimate_bad_input(args: list[str], error: type, message: str) -> None:
+    res = invoke("estimate", *args)
+    assert isinstance(res.exception, error) and message in str(res.exception)
+    assert "\n" not in str(res.exception)
+
+
+def test_nothing_fits_says_what_is_needed(tmp_path: Path) -> None:
+    job = FINETUNE.replace("llama-3-8b", "llama-3.1-405b").replace("gpu: A100", "gpu: A100:1")
+    res = invoke("plan", write(tmp_path, job))
+    assert isinstance(res.exception, ConfigError)
+    assert str(res.exception).startswith("nothing fits: needs ")
+    assert "with ZeRO-3" in str(res.exception)
+
+
+def _cloudgpu(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cloudgpu", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=120,
+        cwd=cwd,
+    )
+
+
+def test_plan_and_estimate_as_real_subprocesses(tmp_path: Path) -> None:
+    ok = _cloudgpu("plan", write(tmp_path, FINETUNE), "--json", "--limit", "1", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)[0]["fits"] is True
+    bad = _cloudgpu(
+        "estimate", "--model", "lama-3-8b", "--kind", "lora", "--tokens", "1B", cwd=tmp_path
+    )
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.startswith("error: estimate: workload.model: unknown model 'lama-3-8b'")
+    assert "hint: did you mean llama-3-8b" in bad.stderr and "Traceback" not in bad.stderr
