@@ -127,14 +127,16 @@ Step = tuple[str, Callable[[Offer], bool]]
 
 
 def _gpu_steps(q: OfferQuery, gf: GpuFilter | None, registry: GpuRegistry) -> list[Step]:
+    """GPU steps come first: naming a GPU is the most selective filter, so the later
+    steps see few offers. Named GPUs imply their kind; otherwise non-GPU accelerators
+    (ASICs, FPGAs, TPUs) are left out unless asked for."""
     steps: list[Step] = []
-    non_gpu = {s.name for s in registry.all() if not s.is_gpu}
-    wants_non_gpu = q.include_non_gpu or bool(gf and gf.names and gf.names & non_gpu)
-    if not wants_non_gpu:
-        steps.append(("GPUs only (add --all-accelerators)", lambda o: o.gpu not in non_gpu))
     if gf and gf.names is not None:
         names = gf.names
         steps.append((f"--gpu {q.gpu}", lambda o: o.gpu in names))
+    elif not q.include_non_gpu:
+        non_gpu = frozenset(s.name for s in registry.all() if not s.is_gpu)
+        steps.append(("GPUs only (add --all-accelerators)", lambda o: o.gpu not in non_gpu))
     if gf and gf.count is not None:
         count = gf.count
         steps.append((f"--gpu {q.gpu} (count)", lambda o: count.ok(o.gpu_count)))
