@@ -11,16 +11,13 @@ sshd's port reaches the provider through its ``ssh_port`` setting.
 
 from __future__ import annotations
 
-import json
-import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cloudgpu.paths import default_paths
-from tests.fixtures.azure.fake_arm import TOKEN, FakeArm
+from tests.fixtures.azure.fake_arm import TOKEN, FakeArm, az_login
 from tests.lifecycle.helpers import cli_proc, job_file, main_exit, store
 from tests.remote.sshd import SSHDServer, start_sshd
 
@@ -53,28 +50,6 @@ def arm(tmp_path: Path, sshd: SSHDServer) -> Iterator[FakeArm]:
         fake.state.fixed_public_ip = "127.0.0.1"
         fake.state.authorized_keys = sshd.dir / "authorized_keys"
         yield fake
-
-
-def az_login(tmp_path: Path, subscription: str) -> dict[str, str]:
-    """An Azure CLI login: the profile and token cache files, and an `az` printing a token."""
-    cfg = tmp_path / "azure-cli"
-    cfg.mkdir()
-    profile = {"subscriptions": [{"id": subscription, "isDefault": True, "state": "Enabled"}]}
-    (cfg / "azureProfile.json").write_text(json.dumps(profile), encoding="utf-8-sig")
-    (cfg / "msal_token_cache.json").write_text("{}")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    token = {
-        "accessToken": TOKEN,
-        "expires_on": int(time.time()) + 3600,
-        "subscription": subscription,
-        "tenant": "t",
-        "tokenType": "Bearer",
-    }
-    az = bin_dir / "az"
-    az.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(token)}\nEOF\n")
-    az.chmod(0o755)
-    return {"AZURE_CONFIG_DIR": str(cfg), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
 
 
 @pytest.fixture
