@@ -45,9 +45,10 @@ def map_exception(exc: BaseException) -> ProviderError:
     if isinstance(exc, auth_exc.TransportError):
         return TransientError("cannot reach Google's token endpoint", provider=PROVIDER)
     if isinstance(exc, auth_exc.GoogleAuthError):
-        return AuthError(
-            f"credentials refused: {type(exc).__name__}", provider=PROVIDER, hint=AUTH_HINT
-        )
+        # e.g. RefreshError "invalid_grant: Token has been expired or revoked." (no secret;
+        # CloudGPUError redacts anything that looks like one anyway)
+        reason = f"credentials refused: {type(exc).__name__}: {str(exc)[:200]}"
+        return AuthError(reason, provider=PROVIDER, hint=AUTH_HINT)
     if isinstance(exc, gexc.GoogleAPICallError):
         detail = f"{exc.message} {exc.errors}"
         return map_status(int(exc.code or 0), detail, str(exc.message))
