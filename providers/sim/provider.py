@@ -1,0 +1,312 @@
+"""The sim provider: a simulated cloud whose instances are real OpenSSH servers.
+
+Opt-in (``[providers.sim] enabled = true`` or ``CLOUDGPU_SIM=1``) so it never wins a real
+user's plan. Each instance is a detached sshd on its own 127.0.0.1 port with its own host
+key, running in a private mount and PID namespace where it sees its own /nvme (see
+watchdog.py); its files live under ``<data_dir>/sim/<id>/`` so CLOUDGPU_HOME isolates
+runs. Simulated: boot delay, capacity per instance type (CapacityError), spot preemption
+with an advance notice readable inside the instance (file named by
+``$CLOUDGPU_PREEMPTION_NOTICE``) and from outside (:meth:`preemption_notice`), per-second
+billing (launched_at / terminated_at in the state record), and host key fingerprints
+reported out of band, as clouds print them to the console, so pinning is real.
+
+Config keys (all optional): boot_delay (s), capacity (table: instance type -> max live
+instances), default_capacity, preempt_after (s after launch for spot instances),
+preempt_notice (s of advance notice, default 120), nvme_tmpfs_mb (size-limited /nvme),
+namespaces (false: plain processes, /nvme exported as a path), offers (list of tables).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar
+
+from cloudgpu_providers.sim import instance as inst
+from cloudgpu_providers.sim.offers import NAME, configured_offers, default_offers
+
+from cloudgpu.catalog.offer import Offer
+from cloudgpu.errors import CapacityError, ConfigError, ProviderError
+from cloudgpu.provider import (
+    Availability,
+    Capabilities,
+    CreateRequest,
+    Instance,
+    InstanceState,
+    Provider,
+    SSHTarget,
+)
+
+_STATES = {
+    inst.PENDING: InstanceState.PENDING,
+    inst.RUNNING: InstanceState.RUNNING,
+    inst.PREEMPTED: InstanceState.PREEMPTED,
+    inst.TERMINATED: InstanceState.TERMINATED,
+}
+
+
+class SimProvider(Provider):
+    name: ClassVar[str] = NAME
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        spot=True,
+        preemption_notice=True,
+        local_nvme=True,
+        idempotent_create=True,
+        remote=True,
+        billing_granularity_s=1,
+    )
+
+    # -- settings --------------------------------------------------------------------
+
+    @property
+    def root(self) -> Path:
+        return self.ctx.paths.data_dir / "sim"
+
+    def _num(self, key: str, default: float) -> float:
+        value = self.ctx.config.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise ConfigError(f"providers.sim.{key}: expected a number >= 0, got {value!r}")
+        return float(value)
+
+    def _capacity(self, instance_type: str) -> int:
+        table = self.ctx.config.get("capacity", {})
+        if not isinstance(table, Mapping):
+            raise ConfigError("providers.sim.capacity: expected a table of instance type = count")
+        value = table.get(instance_type, self._num("default_capacity", 8))
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise ConfigError(f"providers.sim.capacity.{instance_type}: expected a count >= 0")
+        return int(value)
+
+    @cached_property
+    def namespaced(self) -> bool:
+        """Private namespaces need root and util-linux unshare; probe once."""
+        wanted = self.ctx.config.get("namespaces", True)
+        if not wanted or os.geteuid() != 0 or not shutil.which("unshare"):
+            return False
+        probe = subprocess.run(
+            ["unshare", "--pid", "--fork", "--mount", "--mount-proc", "true"],
+            capture_output=True,
+            check=False,
+        )
+        return probe.returncode == 0
+
+    # -- discovery -------------------------------------------------------------------
+
+    def availability(self) -> Availability:
+        on_env = self.ctx.env.get("CLOUDGPU_SIM", "") not in ("", "0", "false")
+        on_cfg = self.ctx.config.get("enabled") is True
+        if not (on_env or on_cfg):
+            return Availability(
+                False, "opt-in: set [providers.sim] enabled = true or CLOUDGPU_SIM=1"
+            )
+        if not Path("/usr/sbin/sshd").exists() and not shutil.which("sshd"):
+            return Availability(False, "needs OpenSSH's sshd (apt-get install openssh-server)")
+        source = "env:CLOUDGPU_SIM" if on_env else "config:providers.sim.enabled"
+        return Availability(True, f"simulated cloud on 127.0.0.1 (enabled by {source})", (source,))
+
+    def offers(self) -> list[Offer]:
+        items = self.ctx.config.get("offers")
+        if items is None:
+            return default_offers(self.ctx.paths)
+        if not isinstance(items, list):
+            raise ConfigError(
+                "providers.sim.offers: expected a list of tables ([[providers.sim.offers]])"
+            )
+        return configured_offers(items, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+
+    # -- instances -------------------------------------------------------------------
+
+    def create(self, request: CreateRequest) -> Instance:
+        with inst.locked(self.root / "create.lock"):
+            if request.idempotency_token:
+                for d, st in self._records():
+                    if st.get("idempotency_token") == request.idempotency_token:
+                        return self._instance(d, st)
+            self._check_capacity(request.offer)
+            d = self.root / f"sim-{uuid.uuid4().hex[:12]}"
+            d.mkdir(parents=True)
+            try:
+                return self._launch(d, request)
+            except BaseException:
+                shutil.rmtree(d, ignore_errors=True)
+                raise
+
+    def _check_capacity(self, offer: Offer) -> None:
+        limit = self._capacity(offer.instance_type)
+        used = sum(
+            1
+            for d, st in self._records()
+            if st["offer"]["instance_type"] == offer.instance_type and self._live(d, st)
+        )
+        if used >= limit:
+            raise CapacityError(
+                f"no capacity for {offer.instance_type} ({offer.market}) in {offer.region}: "
+                f"{used} of {limit} in use",
+                provider=NAME,
+                hint="try another instance type or region",
+            )
+
+    def _launch(self, d: Path, request: CreateRequest) -> Instance:
+        for sub in ("nvme", "meta"):
+            (d / sub).mkdir()
+        host_fp = inst.keygen(d / "host_ed25519", f"sim-host-{d.name}")
+        key_file = None
+        if request.ssh_public_key.strip():
+            pub = request.ssh_public_key.strip()
+        else:
+            inst.keygen(d / "client_ed25519", f"cloudgpu-{d.name}")
+            key_file = str(d / "client_ed25519")
+            pub = (d / "client_ed25519.pub").read_text().strip()
+        (d / "authorized_keys").write_text(pub + "\n")
+        namespaced = self.namespaced
+        inside = inst.INSIDE if namespaced else str(d)
+        nvme = "/nvme" if namespaced else str(d / "nvme")
+        user = "root" if namespaced else getpass.getuser()
+        port = inst.free_port()
+        env = {
+            "CLOUDGPU_NVME": nvme,
+            "CLOUDGPU_INSTANCE_ID": d.name,
+            "CLOUDGPU_PREEMPTION_NOTICE": f"{inside}/{inst.NOTICE}",
+        }
+        (d / "sshd_config").write_text(inst.sshd_config(d, inside, port, user, env))
+        preempt_after = self.ctx.config.get("preempt_after")
+        state: dict[str, Any] = {
+            "id": d.name,
+            "name": request.name,
+            "offer": request.offer.to_dict(),
+            "market": request.offer.market,
+            "tags": dict(request.tags),
+            "state": inst.PENDING,
+            "reason": "",
+            "port": port,
+            "user": user,
+            "host_key_fingerprint": host_fp,
+            "key_file": key_file,
+            "nvme_mount": nvme,
+            "namespaced": namespaced,
+            "nvme_tmpfs_mb": int(self._num("nvme_tmpfs_mb", 0)),
+            "created_at": self.ctx.clock(),
+            "boot_delay": self._num("boot_delay", 0),
+            "deadline": request.deadline,
+            "preempt_after": None if preempt_after is None else self._num("preempt_after", 0),
+            "preempt_notice": self._num("preempt_notice", 120),
+            "idempotency_token": request.idempotency_token,
+        }
+        inst.write_state(d, state)
+        state["launcher_pid"] = inst.spawn(d, inside, namespaced)
+        state = inst.update_state(d, launcher_pid=state["launcher_pid"]) or state
+        return self._instance(d, state)
+
+    def describe(self, instance_id: str) -> Instance:
+        d = self._dir(instance_id)
+        st = inst.read_state(d) if d else None
+        if d is None or st is None:
+            return Instance(id=instance_id, provider=NAME, state=InstanceState.TERMINATED)
+        if st["state"] in inst.LIVE and not self._live(d, st):
+            # The process tree vanished without recording why (e.g. killed from outside).
+            st = (
+                inst.update_state(
+                    d, state=inst.TERMINATED, terminated_at=time.time(), reason="instance vanished"
+                )
+                or st
+            )
+        return self._instance(d, st)
+
+    def list_instances(self, tags: Mapping[str, str]) -> list[Instance]:
+        out = []
+        for d, _ in self._records():
+            found = self.describe(d.name)
+            if not found.state.is_gone and all(found.tags.get(k) == v for k, v in tags.items()):
+                out.append(found)
+        return sorted(out, key=lambda i: (i.launched_at or 0, i.id))
+
+    def terminate(self, instance_id: str) -> None:
+        d = self._dir(instance_id)
+        st = inst.read_state(d) if d else None
+        if d is None or st is None:
+            return
+        inst.kill(st.get("launcher_pid"), d, bool(st.get("namespaced")), st.get("port"))
+        with inst.locked(d / "state.lock"):
+            cur = inst.read_state(d) or st
+            if cur["state"] in inst.LIVE:
+                cur.update(state=inst.TERMINATED, terminated_at=time.time(), reason="terminated")
+                inst.write_state(d, cur)
+        inst.wipe(d)
+
+    def preemption_notice(self, instance: Instance) -> float | None:
+        d = self._dir(instance.id)
+        st = inst.read_state(d) if d else None
+        if st is None or not st.get("notice_at"):
+            return None
+        return float(st["preempt_at"])
+
+    def preempt(self, instance_id: str, notice: float = 0.0) -> None:
+        """Simulate a spot interruption now: the notice appears at once, the instance is
+        preempted ``notice`` seconds later (tests and demos; not part of the contract)."""
+        d = self._dir(instance_id)
+        if (
+            d is None
+            or inst.update_state(d, preempt_at=time.time() + notice, preempt_notice=notice) is None
+        ):
+            raise ProviderError(f"no sim instance {instance_id}", provider=NAME)
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _dir(self, instance_id: str) -> Path | None:
+        if not instance_id.startswith("sim-") or "/" in instance_id:
+            return None
+        d = self.root / instance_id
+        return d if d.is_dir() else None
+
+    def _records(self) -> list[tuple[Path, dict[str, Any]]]:
+        if not self.root.is_dir():
+            return []
+        out = []
+        for d in sorted(self.root.iterdir()):
+            st = inst.read_state(d) if d.is_dir() else None
+            if st is not None:
+                out.append((d, st))
+        return out
+
+    def _live(self, d: Path, st: dict[str, Any]) -> bool:
+        if st["state"] not in inst.LIVE:
+            return False
+        if st.get("launcher_pid") is None:  # create() is between spawning and recording it
+            return time.time() - float(st["created_at"]) < 30
+        return inst.alive(st["launcher_pid"], d)
+
+    def _instance(self, d: Path, st: dict[str, Any]) -> Instance:
+        offer = st["offer"]
+        return Instance(
+            id=st["id"],
+            provider=NAME,
+            state=_STATES.get(st["state"], InstanceState.UNKNOWN),
+            instance_type=offer["instance_type"],
+            region=offer["region"],
+            zone=offer["zone"],
+            market=offer["market"],
+            ssh=SSHTarget(
+                host="127.0.0.1",
+                port=int(st["port"]),
+                user=st["user"],
+                host_key_fingerprints=(st["host_key_fingerprint"],),
+                key_file=st.get("key_file"),
+            ),
+            tags=dict(st["tags"]),
+            price_per_hour=float(offer["price_per_hour"]),
+            launched_at=st.get("launched_at"),
+            nvme_mount=st["nvme_mount"],
+            extra={
+                "terminated_at": st.get("terminated_at"),
+                "reason": st.get("reason", ""),
+                "preempt_at": st.get("preempt_at"),
+                "dir": str(d),
+            },
+        )
