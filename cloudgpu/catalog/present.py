@@ -122,8 +122,9 @@ OFFER_COLUMNS: tuple[Column, ...] = (
 )
 
 
-def spec_record(spec: GpuSpec, cheapest: dict[str, tuple[float, str]]) -> dict[str, Any]:
-    """JSON object of one GPU spec plus its cheapest $/GPU-hour per market."""
+def spec_record(spec: GpuSpec, cheapest: dict[str, tuple[float, str, bool]]) -> dict[str, Any]:
+    """JSON object of one GPU spec plus its cheapest $/GPU-hour per market (and whether
+    that price is stale)."""
     od, spot = cheapest.get("on_demand"), cheapest.get("spot")
     return {
         "name": spec.name,
@@ -144,16 +145,23 @@ def spec_record(spec: GpuSpec, cheapest: dict[str, tuple[float, str]]) -> dict[s
         "cheapest_on_demand_provider": od[1] if od else None,
         "cheapest_spot_gpu_hour": _r(spot[0]) if spot else None,
         "cheapest_spot_provider": spot[1] if spot else None,
+        "cheapest_on_demand_stale": od[2] if od else None,
+        "cheapest_spot_stale": spot[2] if spot else None,
         "aliases": list(spec.aliases),
         "source": spec.source,
         "date": spec.date,
     }
 
 
-def _with_provider(price_key: str, provider_key: str) -> Callable[[Any], str]:
-    return lambda rec: (
-        "-" if rec[price_key] is None else f"{_money(rec[price_key])} {rec[provider_key]}"
-    )
+def _with_provider(market: str) -> Callable[[Any], str]:
+    def cell(rec: dict[str, Any]) -> str:
+        price = rec[f"cheapest_{market}_gpu_hour"]
+        if price is None:
+            return "-"
+        stale = " (stale)" if rec[f"cheapest_{market}_stale"] else ""
+        return f"{_money(price)} {rec[f'cheapest_{market}_provider']}{stale}"
+
+    return cell
 
 
 SPEC_COLUMNS: tuple[Column, ...] = (
@@ -169,14 +177,8 @@ SPEC_COLUMNS: tuple[Column, ...] = (
     Column("GB/S", "link_gbps", _num, True),
     Column("TDP_W", "tdp_w", _num, True),
     Column("BUY_$", "purchase_usd", _gb, True),
-    Column(
-        "ON-DEMAND $/GPU-H",
-        "*od",
-        _with_provider("cheapest_on_demand_gpu_hour", "cheapest_on_demand_provider"),
-    ),
-    Column(
-        "SPOT $/GPU-H", "*spot", _with_provider("cheapest_spot_gpu_hour", "cheapest_spot_provider")
-    ),
+    Column("ON-DEMAND $/GPU-H", "*od", _with_provider("on_demand")),
+    Column("SPOT $/GPU-H", "*spot", _with_provider("spot")),
 )
 
 

@@ -6,7 +6,7 @@ cheapest on-demand and spot price per GPU-hour across providers, prints one form
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import click
@@ -22,10 +22,17 @@ from cloudgpu.catalog.present import SPEC_COLUMNS, render, spec_record
 from cloudgpu.cli.context import get_app
 from cloudgpu.cli.offers import load_for, output_format, split_list
 
-Cheapest = dict[str, dict[str, tuple[float, str]]]  # gpu -> market -> (price, provider)
+# gpu -> market -> (price per GPU-hour, provider, stale)
+Cheapest = dict[str, dict[str, tuple[float, str, bool]]]
 
 
-def cheapest_per_gpu(offers: Iterable[Offer]) -> Cheapest:
+def _never_stale(offer: Offer) -> bool:
+    return False
+
+
+def cheapest_per_gpu(
+    offers: Iterable[Offer], is_stale: Callable[[Offer], bool] = _never_stale
+) -> Cheapest:
     """Lowest $/GPU-hour per GPU and market; flagged-odd prices do not count as cheapest
     (an unknown GPU has no row; a spot price above on-demand is no real spot price; a
     share of one GPU is not a GPU-hour)."""
@@ -38,7 +45,7 @@ def cheapest_per_gpu(offers: Iterable[Offer]) -> Cheapest:
         price = o.price_per_gpu_hour
         cur = per_market.get(o.market)
         if cur is None or price < cur[0]:
-            per_market[o.market] = (price, o.provider)
+            per_market[o.market] = (price, o.provider, is_stale(o))
     return best
 
 
@@ -67,7 +74,7 @@ def gpus(names: tuple[str, ...], **opts: Any) -> None:
     registry = load_registry()
     specs = select_specs(registry, names, opts["all_accelerators"])
     catalog = load_for(get_app(), split_list(opts["provider"]), None)
-    cheapest = cheapest_per_gpu(catalog.offers)
+    cheapest = cheapest_per_gpu(catalog.offers, catalog.is_stale)
     records = [spec_record(s, cheapest.get(s.name, {})) for s in specs]
     if opts["priced"]:
         records = [r for r in records if _priced(r)]

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,14 @@ def test_json_names_filter_and_cheapest_prices(paths: Paths) -> None:
     assert pcie["cheapest_on_demand_gpu_hour"] is None
 
 
+def test_stale_cheapest_price_is_marked(paths: Paths) -> None:
+    old = datetime.now(UTC) - timedelta(days=60)
+    write_cache(paths, "aws", [offer(price_per_hour=8.0, observed_at="")], "t", now=old)
+    (row,) = json.loads(run("gpus", "H100-SXM", "--provider", "aws", "--json"))
+    assert row["cheapest_on_demand_gpu_hour"] == 1.0 and row["cheapest_on_demand_stale"] is True
+    assert "1.000 aws (stale)" in run("gpus", "H100-SXM", "--provider", "aws")
+
+
 def test_priced_filter_and_markdown() -> None:
     names = {r["name"] for r in json.loads(run("gpus", "--priced", "--json"))}
     assert "H100-SXM" in names and "RTX5060" not in names
@@ -70,7 +79,7 @@ def test_odd_prices_do_not_count_as_cheapest() -> None:
         ),
     ]
     best = cheapest_per_gpu(offers)
-    assert best["MI25"]["on_demand"] == (1.8, "aws")
+    assert best["MI25"]["on_demand"] == (1.8, "aws", False)
     assert "L40S" not in best
 
 
