@@ -1,6 +1,6 @@
 """`cloudgpu catalog refresh --provider gcp` through the real SDKs against the loopback
 Compute/Billing fake: paged machine types and SKUs become cached offers; an auth failure
-leaves the cache untouched."""
+leaves the cache untouched; `check --verify` makes its one cheap call."""
 
 from __future__ import annotations
 
@@ -64,3 +64,10 @@ def test_refresh_as_subprocess(configured: Paths, cloudgpu_home: Path) -> None:
     res = cli_proc(["catalog", "refresh", "--provider", "gcp"], cloudgpu_home)
     assert res.returncode == 0, res.stderr
     assert "refreshed" in res.stdout
+
+
+def test_check_verify_makes_one_call(configured: Paths, fake: FakeGCP) -> None:
+    _code, out, _err = main_exit(["check", "--verify"])
+    line = next(line for line in out.splitlines() if line.startswith("gcp"))
+    assert "enabled" in line and "project test-project" in line
+    assert fake.requests == [("GET", "/compute/v1/projects/test-project/zones")]

@@ -1,5 +1,5 @@
-"""`cloudgpu catalog refresh --provider runpod` against the loopback GraphQL fake: the
-cache is replaced on success and left untouched on an auth failure."""
+"""`cloudgpu catalog refresh --provider runpod` and `check --verify` against the loopback
+GraphQL fake: the cache is replaced on success and left untouched on an auth failure."""
 
 from __future__ import annotations
 
@@ -67,3 +67,11 @@ def test_refresh_as_subprocess(configured: Paths, fake: FakeRunPod, cloudgpu_hom
     )
     assert res.returncode == 0, res.stderr
     assert "refreshed" in res.stdout and fake.api_key not in res.stdout + res.stderr
+
+
+def test_check_verify_names_the_source_not_the_key(configured: Paths, fake: FakeRunPod) -> None:
+    _code, out, err = main_exit(["check", "--verify"])
+    line = next(line for line in out.splitlines() if line.startswith("runpod"))
+    assert "enabled" in line and "env:RUNPOD_API_KEY" in line
+    assert fake.api_key not in out + err
+    assert "myself" in [r["operation"] for r in fake.requests]
