@@ -161,10 +161,12 @@ def offers(**opts: Any) -> None:
     records = [offer_record(o, catalog, registry) for o in rows]
     click.echo(render(records, fmt, OFFER_COLUMNS, OFFER_KEYS))
     if fmt in ("table", "markdown"):
-        click.echo(_footer(catalog, records), err=True)
+        click.echo(_footer(catalog, records, set(app.registry.names())), err=True)
 
 
-def _footer(catalog: Catalog, records: list[dict[str, Any]]) -> str:
+def _footer(catalog: Catalog, records: list[dict[str, Any]], installed: set[str]) -> str:
+    """Where the shown prices come from, how old they are, and which providers can only
+    be compared (bundled prices, but no plugin to launch on)."""
     shown = sorted({r["provider"] for r in records})
     parts = []
     for name in shown:
@@ -172,4 +174,8 @@ def _footer(catalog: Catalog, records: list[dict[str, Any]]) -> str:
         where = "refreshed" if info.from_cache else "snapshot"
         mark = " STALE" if info.stale else ""
         parts.append(f"{name}: {where} {info.observed_at[:10]} ({info.age_days:.0f} d){mark}")
-    return f"{len(records)} offers shown. Prices: " + "; ".join(parts)
+    text = f"{len(records)} offers shown. Prices: " + "; ".join(parts)
+    compare_only = [name for name in shown if name not in installed]
+    if compare_only:
+        text += f"\nNo provider plugin installed for {', '.join(compare_only)}: compare only."
+    return text

@@ -190,3 +190,9 @@ def test_no_cloud_sdk_is_imported(tmp_path: Path, argv: list[str]) -> None:
     )  # fmt: skip
     imported = json.loads(proc.stderr.strip().splitlines()[-1])
     assert imported == [], f"{argv} imported {imported}"
+
+
+def test_footer_says_where_prices_come_from() -> None:
+    _, _, err = run("offers", "--provider", "vast,aws", "--gpu", "H100", "--limit", "40")
+    assert "aws: snapshot 2026-12-01" in err
+    assert "No provider plugin installed for vast: compare only." in err
