@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import re
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -33,6 +34,9 @@ NAME_PREFIX = "cloudgpu-"
 TAG_TOKEN = "cloudgpu-client-token"  # finds the instance of a retried create
 TAG_PRICE = "cloudgpu-price-per-hour"
 TAG_NVME = "cloudgpu-nvme-mount"
+# An availability zone ID ("use1-az2"): the same physical zone in every account, which
+# is why the catalog uses them; zone names ("us-east-1c") are mapped per account.
+ZONE_ID = re.compile(r"[a-z]{2,}[0-9]*-az[0-9]+")
 
 
 def resource_name(name: str) -> str:
@@ -62,6 +66,22 @@ def ssh_cidr(settings: AwsSettings, timeout: float = 5.0) -> str:
             hint='set providers.aws.ssh_cidr, e.g. "203.0.113.7/32"',
         ) from exc
     return f"{addr}/{addr.max_prefixlen}"
+
+
+def zone_name(call: Caller, ec2: Any, zone: str) -> str:
+    """The account's zone name for ``zone`` (an AZ ID or already a name)."""
+    if not ZONE_ID.fullmatch(zone):
+        return zone
+    try:
+        out = call("describe_availability_zones", ec2.describe_availability_zones, ZoneIds=[zone])
+    except ProviderError as err:
+        if cause_code(err) in ("InvalidParameterValue", "InvalidZone.NotFound"):
+            raise NotFoundError(f"zone {zone} is not in this region", provider=PROVIDER) from err
+        raise
+    zones = out.get("AvailabilityZones", [])
+    if not zones:
+        raise NotFoundError(f"zone {zone} is not in this region", provider=PROVIDER)
+    return str(zones[0]["ZoneName"])
 
 
 def instance_type_info(call: Caller, ec2: Any, instance_type: str) -> dict[str, Any]:
@@ -209,8 +229,9 @@ def run_args(
     group_id: str,
     tags: Mapping[str, str],
     boot_script: str,
+    zone: str,
 ) -> dict[str, Any]:
-    """Keyword arguments of ec2.run_instances for ``request``."""
+    """Keyword arguments of ec2.run_instances for ``request`` in ``zone`` (a name)."""
     image_id, root_device, _ = image
     offer = request.offer
     args: dict[str, Any] = {
@@ -238,8 +259,8 @@ def run_args(
     }
     if request.idempotency_token:
         args["ClientToken"] = request.idempotency_token[:64]
-    if offer.zone:
-        args["Placement"] = {"AvailabilityZone": offer.zone}
+    if zone:
+        args["Placement"] = {"AvailabilityZone": zone}
     if boot_script:
         args["UserData"] = boot_script
     if offer.market == "spot":

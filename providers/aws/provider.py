@@ -122,6 +122,7 @@ class AWSProvider(Provider):
         archs = info.get("ProcessorInfo", {}).get("SupportedArchitectures", ["x86_64"])
         arch = "x86_64" if "x86_64" in archs else archs[0]
         image = launch.resolve_image(self.call, ec2, self.settings, request.image, arch)
+        zone = launch.zone_name(self.call, ec2, request.offer.zone) if request.offer.zone else ""
         cidr = launch.ssh_cidr(self.settings)
         key = job_key(self.ctx.paths.keys_dir, request.name, request.ssh_public_key)
         name = launch.resource_name(request.name)
@@ -136,7 +137,7 @@ class AWSProvider(Provider):
                 made["group"] = group_id
             tags = self._instance_tags(request, image[2])
             boot = launch.user_data(request.deadline, self.ctx.clock(), request.user_data)
-            args = launch.run_args(request, image, name, group_id, tags, boot)
+            args = launch.run_args(request, image, name, group_id, tags, boot, zone)
             out = self.call("run_instances", ec2.run_instances, **args)
         except ProviderError:
             self._undo(ec2, made, request, key.generated)

@@ -123,6 +123,13 @@ def zones_by_type(call: Caller, ec2: Any, wanted: set[str]) -> dict[str, list[st
     return {k: sorted(set(v)) for k, v in out.items()}
 
 
+def zone_ids(call: Caller, ec2: Any) -> dict[str, str]:
+    """{zone name: zone ID}. Offers carry IDs ("use1-az2"), as the bundled catalog
+    does: names are shuffled per account, IDs are the same physical zone everywhere."""
+    out = call("describe_availability_zones", ec2.describe_availability_zones)
+    return {z["ZoneName"]: z["ZoneId"] for z in out.get("AvailabilityZones", []) if "ZoneId" in z}
+
+
 def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
@@ -190,6 +197,7 @@ def build_offers(
     spot: dict[tuple[str, str], float],
     gpus: GpuRegistry,
     observed_at: str,
+    ids: dict[str, str] | None = None,
 ) -> list[Offer]:
     """Offers per (type, zone, market) from what the APIs returned.
 
@@ -203,12 +211,13 @@ def build_offers(
         base: tuple[str, ...] = () if canonical else (FLAG_UNKNOWN_GPU,)
         od = on_demand.get(name)
         for zone in zones.get(name, []):
+            zid = (ids or {}).get(zone, zone)
             if od is not None:
-                offers.append(_offer(t, region, gpu, zone, "on_demand", od, base, observed_at))
+                offers.append(_offer(t, region, gpu, zid, "on_demand", od, base, observed_at))
             sp = spot.get((name, zone))
             if sp is not None:
                 flags = base + ((FLAG_SPOT_ABOVE_ON_DEMAND,) if od and sp > od else ())
-                offers.append(_offer(t, region, gpu, zone, "spot", sp, flags, observed_at))
+                offers.append(_offer(t, region, gpu, zid, "spot", sp, flags, observed_at))
     return offers
 
 
@@ -223,4 +232,5 @@ def fetch_region(
     offered = {t for t in types if t in zones}
     spot = spot_prices(call, ec2, offered, now)
     on_demand = on_demand_prices(call, pricing, region, offered)
-    return build_offers(region, types, zones, on_demand, spot, gpus, now.isoformat())
+    ids = zone_ids(call, ec2)
+    return build_offers(region, types, zones, on_demand, spot, gpus, now.isoformat(), ids)

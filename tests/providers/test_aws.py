@@ -300,3 +300,14 @@ def test_key_dir_is_private(provider: AWSProvider) -> None:
 
 def test_dlami_name_matches_the_default_rule() -> None:
     assert DLAMI_NAME.startswith("Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04) ")
+
+
+def test_catalog_zone_ids_are_placed_by_name(provider: AWSProvider) -> None:
+    # The catalog names zones by AZ ID; EC2 places by the account's zone name.
+    inst = provider.create(_request(offer(zone="use1-az2")))
+    try:
+        assert inst.zone == "us-east-1c"  # moto's mapping of use1-az2
+    finally:
+        provider.terminate(inst.id)
+    with pytest.raises(NotFoundError, match="use1-az99"):
+        provider.create(_request(offer(zone="use1-az99")))

@@ -49,10 +49,10 @@ def refreshed(
 def test_on_demand_prices_come_from_the_price_list(refreshed: tuple[list[Offer], object]) -> None:
     offers, _ = refreshed
     by = _by_key(offers)
-    g5 = by[("g5.xlarge", "us-east-1a", "on_demand")]
+    g5 = by[("g5.xlarge", "use1-az6", "on_demand")]
     # Linux/Shared/NA/Used only: the Windows (1.19), SQL and reservation rows stay out.
     assert g5.price_per_hour == pytest.approx(1.006)
-    assert by[("p4d.24xlarge", "us-east-1a", "on_demand")].price_per_hour == pytest.approx(32.7726)
+    assert by[("p4d.24xlarge", "use1-az6", "on_demand")].price_per_hour == pytest.approx(32.7726)
     assert g5.price_source == "aws:api" and g5.observed_at
     # A type without a Price List row gets no on-demand offer (no invented price).
     priced = {o.instance_type for o in offers if o.market == "on_demand"}
@@ -62,7 +62,7 @@ def test_on_demand_prices_come_from_the_price_list(refreshed: tuple[list[Offer],
 def test_shapes_nvme_network_and_gpu_names(refreshed: tuple[list[Offer], object]) -> None:
     offers, _ = refreshed
     by = _by_key(offers)
-    p4d = by[("p4d.24xlarge", "us-east-1a", "on_demand")]
+    p4d = by[("p4d.24xlarge", "use1-az6", "on_demand")]
     assert (p4d.gpu_count, p4d.gpu_memory_gb, p4d.vcpus) == (8, 40.0, 96)
     assert (p4d.nvme_count, p4d.nvme_size_gb) == (8, 1000.0)
     assert p4d.network_gbps == 400.0
@@ -79,7 +79,8 @@ def test_shapes_nvme_network_and_gpu_names(refreshed: tuple[list[Offer], object]
 def test_spot_offers_per_zone_from_spot_history(refreshed: tuple[list[Offer], object]) -> None:
     offers, _ = refreshed
     spot = [o for o in offers if o.market == "spot"]
-    assert spot and all(o.zone.startswith("us-east-1") for o in spot)
+    # Zones are AZ IDs, as in the bundled catalog (us-east-1a is use1-az6 on moto).
+    assert spot and all(o.zone.startswith("use1-az") for o in spot)
     zones = {o.zone for o in spot if o.instance_type == "g5.xlarge"}
     assert len(zones) >= 2  # one offer per availability zone that offers the type
 
