@@ -197,12 +197,16 @@ def local_data_bytes(job: JobSpec) -> int | None:
 
 def gather_offers(app: App, job: JobSpec) -> list[Offer]:
     """The catalog's offers plus those of enabled providers the catalog has no table for
-    (local, ssh, sim report their own machines)."""
+    (local, ssh, sim report their own machines). Such a provider is asked only when the
+    job names it, the config has a table for it, or it is `local`: importing the others
+    (ssh loads paramiko) would cost more than the whole plan."""
     catalog = load_catalog(app.paths)
     offers = list(catalog.offers)
     wanted = job.resources.providers
     for name in app.registry.names():
         if name in catalog.sources or (wanted and name not in wanted):
+            continue
+        if name not in wanted and name != "local" and not app.config.provider(name):
             continue
         try:
             provider = app.registry.get(name)

@@ -98,6 +98,7 @@ class _Context:
     data_bytes: float
     num_nodes: int
     shapes: dict[tuple[str, float, int, float], ShapeEstimate] = field(default_factory=dict)
+    fixes: dict[tuple[float, int], str] = field(default_factory=dict)
 
     def spec(self, gpu: str) -> GpuSpec | None:
         return self.registry.spec(gpu)
@@ -111,9 +112,18 @@ class _Context:
             spec = self.spec(offer.gpu)
             est = estimate_shape(self.w, shape, spec)
             if not est.fits and est.layout is not None:
-                est = _with_fix(est, suggest_fix(self.w, shape, spec))
+                est = _with_fix(est, self.fix(shape))
             self.shapes[key] = est
         return est
+
+    def fix(self, shape: Shape) -> str:
+        """Fixes depend on memory only, so one search serves every GPU of that size."""
+        assert self.w is not None
+        key = (shape.gpu_memory_gb, shape.gpus_per_node)
+        fix = self.fixes.get(key)
+        if fix is None:
+            fix = self.fixes[key] = suggest_fix(self.w, shape, None)
+        return fix
 
 
 def _with_fix(est: ShapeEstimate, fix: str) -> ShapeEstimate:
