@@ -64,11 +64,12 @@ query GpuTypes {
 }
 """
 
-Q_POD = "query Pod($input: PodFilter) { pod(input: $input) {" + POD_FIELDS + "} }"
+# Variables are declared non-null: valid whether the schema's argument is nullable or not.
+Q_POD = "query Pod($input: PodFilter!) { pod(input: $input) {" + POD_FIELDS + "} }"
 Q_MY_PODS = "query Pods { myself { pods {" + POD_FIELDS + "} } }"
 Q_MYSELF = "query Myself { myself { id } }"
 M_DEPLOY = (
-    "mutation Deploy($input: PodFindAndDeployOnDemandInput) {"
+    "mutation Deploy($input: PodFindAndDeployOnDemandInput!) {"
     " podFindAndDeployOnDemand(input: $input) {" + POD_FIELDS + "} }"
 )
 M_TERMINATE = "mutation Terminate($input: PodTerminateInput!) { podTerminate(input: $input) }"

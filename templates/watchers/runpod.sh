@@ -6,7 +6,7 @@
 # of the pod, which this script polls through the GraphQL API with the pod-scoped key
 # every pod carries (RUNPOD_API_KEY, RUNPOD_POD_ID; https://docs.runpod.io/runpodctl):
 #   POST $RUNPOD_API_BASE_URL/graphql  Authorization: Bearer <key>
-#   {"query": "query Pod($input: PodFilter) { pod(input: $input) { desiredStatus
+#   {"query": "query Pod($input: PodFilter!) { pod(input: $input) { desiredStatus
 #    machine { maintenanceStart } } }", "variables": {"input": {"podId": "<pod>"}}}
 # A window that has been announced, or a pod whose desiredStatus is no longer RUNNING,
 # writes {"action": "maintenance"|"stopping", "time": <UTC ISO now>, "detail": ...,
@@ -37,7 +37,7 @@ pod="${RUNPOD_POD_ID:-}"
 
 status() {
     [ -n "$pod" ] && [ -n "${RUNPOD_API_KEY:-}" ] || return 0
-    query='query Pod($input: PodFilter) { pod(input: $input) { desiredStatus machine { maintenanceStart } } }'
+    query='query Pod($input: PodFilter!) { pod(input: $input) { desiredStatus machine { maintenanceStart } } }'
     body=$(printf '{"query": "%s", "variables": {"input": {"podId": "%s"}}}' "$query" "$pod")
     # The key goes through curl's config on stdin, never onto a command line (ps).
     printf 'header = "Authorization: Bearer %s"\n' "$RUNPOD_API_KEY" |
