@@ -337,3 +337,23 @@ def test_foreign_vms_are_never_listed(provider: GCPProvider, fake: FakeGCP, offe
     provider.terminate(mine.id)
     assert provider.list_instances({}) == []
     assert ("us-central1-a", "handmade") in fake.instances
+
+
+def test_preemption_notice_from_outside(fake: FakeGCP, paths: Paths, offers: list[Offer]) -> None:
+    now = [1_000.0]
+    provider = make_provider(fake, paths)
+    provider.ctx.clock = lambda: now[0]
+    spot = by_key(offers)[("a2-highgpu-1g", "us-central1-a", "spot")]
+    inst = provider.create(ProviderContract().request(spot, job="notice"))
+    assert provider.preemption_notice(inst) is None
+    fake.preempt("us-central1-a", "notice")
+    assert provider.preemption_notice(inst) is None  # polled again only after 10 s
+    now[0] += 10
+    assert provider.preemption_notice(inst) == 1_010.0
+    provider.terminate(inst.id)
+
+
+def test_anonymous_needs_an_endpoint(paths: Paths) -> None:
+    ctx = ProviderContext(config={"anonymous": True, "project": "p"}, paths=paths, env={})
+    av = GCPProvider(ctx).availability()
+    assert not av.enabled and "endpoint_url" in av.reason
