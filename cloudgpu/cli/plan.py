@@ -52,6 +52,7 @@ def candidate_json(c: Candidate) -> dict[str, Any]:
         "staging_hours": _round(c.staging_hours),
         "startup_hours": _round(c.startup_hours),
         "spot_penalty_hours": _round(c.spot_penalty_hours),
+        "tokens_per_s": _round(c.tokens_per_s),
         "reason": c.reason,
         "fix": c.fix,
     }
@@ -145,6 +146,27 @@ def render_rejected(p: Plan, limit: int) -> list[str]:
     return lines
 
 
+def _best_notes(best: Candidate) -> list[str]:
+    """How the #1 estimate is made up, so its total can be checked by hand."""
+    out = []
+    if best.memory_breakdown:
+        parts = ", ".join(f"{k} {v:.1f}" for k, v in best.memory_breakdown.items())
+        out.append(f"#1 memory per GPU (GB): {parts}")
+    if best.est_hours is not None:
+        compute = best.est_hours - best.staging_hours - best.startup_hours
+        compute -= best.spot_penalty_hours
+        speed = f", {best.tokens_per_s:,.0f} tokens/s" if best.tokens_per_s else ""
+        eff = best.scaling_efficiency if best.gpu_count > 1 else None
+        scaling = f", scaling efficiency {eff:.0%}" if eff is not None else ""
+        stall = f", data stalls {best.stall_fraction:.0%}" if best.stall_fraction else ""
+        out.append(
+            f"#1 hours: compute {compute:,.2f}{speed}{scaling}{stall}; staging "
+            f"{best.staging_hours:.2f}; startup {best.startup_hours:.2f}; spot allowance "
+            f"{best.spot_penalty_hours:.2f}"
+        )
+    return out
+
+
 def render_plan(p: Plan, limit: int) -> str:
     out = [p.summary]
     w = p.workload
@@ -154,10 +176,7 @@ def render_plan(p: Plan, limit: int) -> str:
         out.append(f"workload: {w.kind} {arch.name}, {arch.total_params / 1e9:.2f}B params{note}")
     if p.candidates:
         out += render_candidates(p.candidates[:limit])
-        best = p.candidates[0]
-        if best.memory_breakdown:
-            parts = ", ".join(f"{k} {v:.1f}" for k, v in best.memory_breakdown.items())
-            out.append(f"#1 memory per GPU (GB): {parts}")
+        out += _best_notes(p.candidates[0])
     out += render_rejected(p, limit)
     if p.needs:
         out.append(p.needs)

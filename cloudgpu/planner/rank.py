@@ -55,6 +55,7 @@ class Candidate:
     staging_hours: float = 0.0
     startup_hours: float = 0.0
     spot_penalty_hours: float = 0.0
+    tokens_per_s: float | None = None  # average over the run, data stalls included
 
     @property
     def gpu_count(self) -> int:
@@ -108,8 +109,10 @@ class _Context:
         key = (offer.gpu, offer.gpu_memory_gb, offer.gpu_count, offer.network_gbps)
         est = self.shapes.get(key)
         if est is None:
-            shape = Shape(offer.gpu_memory_gb, offer.gpu_count, self.num_nodes, offer.network_gbps)
             spec = self.spec(offer.gpu)
+            # A table without per-GPU memory (0) falls back to the GPU's datasheet figure.
+            memory = offer.gpu_memory_gb or (spec.memory_gb if spec else 0.0)
+            shape = Shape(memory, offer.gpu_count, self.num_nodes, offer.network_gbps)
             est = estimate_shape(self.w, shape, spec)
             if not est.fits and est.layout is not None:
                 est = _with_fix(est, self.fix(shape))
@@ -173,7 +176,15 @@ def _costed(ctx: _Context, offer: Offer, est: ShapeEstimate) -> Candidate:
     cand.startup_hours, cand.spot_penalty_hours = startup_s / 3600.0, spot
     cand.est_hours, cand.est_cost = hours, hours * price
     cand.est_gpu_hours = hours * offer.gpu_count * ctx.num_nodes
+    cand.tokens_per_s = _tokens(w) / (compute * 3600.0) if compute > 0 else None
     return cand
+
+
+def _tokens(w: Workload) -> float:
+    """Tokens the run processes: trained tokens, or prompt + generated tokens."""
+    if w.training or not w.requests:
+        return w.tokens
+    return w.requests * (w.input_tokens + w.output_tokens)
 
 
 def _sort_key(objective: str, c: Candidate) -> tuple[float, float, float, str]:

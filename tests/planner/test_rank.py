@@ -209,3 +209,18 @@ def test_ranking_equals_brute_force_on_a_catalog_sample(paths: Paths) -> None:
 @pytest.mark.slow
 def test_ranking_equals_brute_force_on_the_full_catalog(paths: Paths) -> None:
     _check_suite(_catalog_offers(paths))
+
+
+def test_missing_gpu_memory_falls_back_to_the_datasheet() -> None:
+    w = {"kind": "lora", "model": "llama-3-8b", "tokens": "100M"}
+    p = plan(job(w), [offer("vast", "x", "H100-SXM", 1, 0, 2.0)], registry=REG)
+    assert p.best is not None and p.best.memory_per_gpu_gb is not None
+
+
+def test_unknown_gpu_fits_by_memory_but_ranks_after_estimated_ones() -> None:
+    w = {"kind": "lora", "model": "llama-3-8b", "tokens": "100M"}
+    mystery = offer("vast", "m", "Mystery-9000", 1, 80, 0.10)
+    known = offer("vast", "k", "A100-80GB-SXM", 1, 80, 1.50)
+    p = plan(job(w), [mystery, known], registry=REG)
+    assert [c.offer.instance_type for c in p.candidates] == ["k", "m"]
+    assert p.candidates[1].est_cost is None and "no performance data" in p.candidates[1].reason

@@ -86,7 +86,8 @@ def test_spot_true_false_auto() -> None:
 
 def test_max_price_providers_and_region_globs() -> None:
     assert _types(max_price=2.0) == [
-        "local/local/on_demand", "runpod/1x_RTX4090/on_demand",
+        "local/local/on_demand",
+        "runpod/1x_RTX4090/on_demand",
         "aws/g4dn.xlarge/on_demand",
         "runpod/1x_A100-80GB/on_demand",
         "runpod/2x_L40S/on_demand",
