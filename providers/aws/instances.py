@@ -70,6 +70,7 @@ def to_instance(
         key = key_path(keys_dir, name) if name else None
         ssh = SSHTarget(
             host=host,
+            port=settings.ssh_port,
             user=settings.ssh_user,
             key_file=str(key) if key is not None and key.exists() else None,
         )

@@ -163,9 +163,9 @@ def ensure_key_pair(
 
 
 def ensure_security_group(
-    call: Caller, ec2: Any, group_name: str, cidr: str, tags: Mapping[str, str]
+    call: Caller, ec2: Any, group_name: str, cidr: str, tags: Mapping[str, str], port: int = 22
 ) -> tuple[str, bool]:
-    """(group id, made now) of a group allowing TCP 22 from ``cidr`` only."""
+    """(group id, made now) of a group allowing TCP ``port`` (SSH) from ``cidr`` only."""
     try:
         out = call(
             "create_security_group",
@@ -192,7 +192,7 @@ def ensure_security_group(
             "authorize_security_group_ingress",
             ec2.authorize_security_group_ingress,
             GroupId=group_id,
-            IpPermissions=[{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, **ranges}],
+            IpPermissions=[{"IpProtocol": "tcp", "FromPort": port, "ToPort": port, **ranges}],
             TagSpecifications=[tag_spec("security-group-rule", tags)],
         )
     except ProviderError as err:

@@ -58,6 +58,7 @@ class AWSProvider(Provider):
         remote=True,
         billing_granularity_s=1,
         minimum_billed_s=60,  # Linux instances: per second, one-minute minimum
+        disposable=True,  # a fresh VM per job, terminated at teardown
     )
 
     def __init__(self, ctx: ProviderContext, gpus: GpuRegistry | None = None) -> None:
@@ -131,7 +132,7 @@ class AWSProvider(Provider):
             if launch.ensure_key_pair(self.call, ec2, name, key.public_key, request.tags):
                 made["key"] = name
             group_id, new_group = launch.ensure_security_group(
-                self.call, ec2, name, cidr, request.tags
+                self.call, ec2, name, cidr, request.tags, self.settings.ssh_port
             )
             if new_group:
                 made["group"] = group_id
@@ -150,8 +151,9 @@ class AWSProvider(Provider):
         tags[launch.TAG_PRICE] = f"{request.offer.price_per_hour:.6g}"
         if request.idempotency_token:
             tags[launch.TAG_TOKEN] = request.idempotency_token[:64]
-        if dlami:
-            tags[launch.TAG_NVME] = DLAMI_NVME_MOUNT
+        nvme = self.settings.nvme_mount or (DLAMI_NVME_MOUNT if dlami else None)
+        if nvme:
+            tags[launch.TAG_NVME] = nvme
         return tags
 
     def _undo(
@@ -190,7 +192,7 @@ class AWSProvider(Provider):
             ec2,
             self.ctx.clock,
             self.ctx.sleep,
-            poll_s=float(self.ctx.config.get("poll_s", 5.0)),
+            poll_s=self.settings.poll_s,
         )
 
     def _locate(self, instance_id: str) -> tuple[str, dict[str, Any]] | None:

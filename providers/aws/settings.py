@@ -15,8 +15,11 @@ form. This module reads only the mapping it is given: no files, no environment, 
     image_name = "Deep Learning Base ..."  # AMI name pattern for the rule
     image_owners = ["amazon"]              # owners searched by the rule
     ssh_user = "ubuntu"
+    ssh_port = 22                          # an image whose sshd listens elsewhere
+    nvme_mount = "/scratch"                # where the image mounts local NVMe
     use_private_ip = false                 # SSH to the private address (VPN, bastion)
     max_attempts = 6                       # attempts for throttled calls
+    poll_s = 5.0                           # seconds between state polls at teardown
 """
 
 from __future__ import annotations
@@ -53,8 +56,11 @@ class AwsSettings:
     image_name: str | None = None
     image_owners: tuple[str, ...] = ("amazon",)
     ssh_user: str = "ubuntu"
+    ssh_port: int = 22
+    nvme_mount: str | None = None  # None: the DLAMI's mount with the default rule, else /nvme
     use_private_ip: bool = False
     max_attempts: int = 6
+    poll_s: float = 5.0
 
 
 def _str(table: Mapping[str, Any], key: str) -> str | None:
@@ -93,6 +99,12 @@ def parse_settings(table: Mapping[str, Any]) -> AwsSettings:
     attempts = table.get("max_attempts", 6)
     if not isinstance(attempts, int) or isinstance(attempts, bool) or not 1 <= attempts <= 20:
         raise ConfigError("providers.aws.max_attempts: expected an integer from 1 to 20")
+    port = table.get("ssh_port", 22)
+    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+        raise ConfigError("providers.aws.ssh_port: expected a port number from 1 to 65535")
+    poll = table.get("poll_s", 5.0)
+    if not isinstance(poll, int | float) or isinstance(poll, bool) or not 0 <= poll <= 60:
+        raise ConfigError("providers.aws.poll_s: expected seconds from 0 to 60")
     private = table.get("use_private_ip", False)
     if not isinstance(private, bool):
         raise ConfigError("providers.aws.use_private_ip: expected true or false")
@@ -108,6 +120,9 @@ def parse_settings(table: Mapping[str, Any]) -> AwsSettings:
         image_name=_str(table, "image_name"),
         image_owners=_str_list(table, "image_owners", ("amazon",)),
         ssh_user=_str(table, "ssh_user") or "ubuntu",
+        ssh_port=port,
+        nvme_mount=_str(table, "nvme_mount"),
         use_private_ip=private,
         max_attempts=attempts,
+        poll_s=float(poll),
     )

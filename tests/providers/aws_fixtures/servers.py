@@ -1,9 +1,11 @@
 """Real local servers the AWS tests talk to through the real SDK, all on 127.0.0.1.
 
 * moto's ThreadedMotoServer (EC2, STS) on a free port;
-* CapacityProxy: a small HTTP proxy in front of moto that answers selected RunInstances
+* capacity_proxy: a small HTTP proxy in front of moto that answers selected RunInstances
   calls with EC2's real InsufficientInstanceCapacity error body, so failover is exercised
-  through botocore's real error path (moto cannot produce that error);
+  through botocore's real error path (moto cannot produce that error); it also plays
+  scripted EC2 errors, loses answers, and can stand in for EC2's network and cloud-init
+  (instances' public address = a loopback sshd; imported key pairs authorized there);
 * PricingReplay: the Price List Query API (JSON 1.1 protocol, ``AWSPriceListService.
   GetProducts``), which moto does not implement, replaying recorded products with
   TERM_MATCH filtering, NextToken paging, throttling and auth failures;
@@ -12,7 +14,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import socket
 import threading
 import urllib.parse
@@ -139,6 +143,18 @@ class CapacityProxyHandler(_Quiet):
             self._send(500, xml.encode(), "text/xml")
             return
         status, data, ctype = self._forward(body)
+        if action == "ImportKeyPair" and status == 200 and srv.authorized_keys is not None:
+            # What cloud-init does on an EC2 instance with its launch key pair.
+            key = base64.b64decode(form["PublicKeyMaterial"][0]).decode().strip()
+            with open(srv.authorized_keys, "a") as fh:
+                fh.write(key + "\n")
+        if srv.public_ip and action in ("RunInstances", "DescribeInstances"):
+            # The instance's public address, as this test network routes it.
+            data = re.sub(
+                rb"<ipAddress>[^<]*</ipAddress>",
+                b"<ipAddress>" + srv.public_ip.encode() + b"</ipAddress>",
+                data,
+            )
         if action in srv.lose:
             # The call reached EC2 but its answer is lost on the way back, as on a
             # timeout: the client sees a 503 although the instance exists.
@@ -167,9 +183,13 @@ def capacity_proxy(
     fail_types: frozenset[str] = frozenset(),
     scripted: dict[str, list[tuple[int, bytes]]] | None = None,
     lose: frozenset[str] = frozenset(),
+    public_ip: str = "",
+    authorized_keys: Path | None = None,
 ) -> Iterator[_Server]:
     """``scripted``: per EC2 Action, (status, body) answered first, in order;
-    ``lose``: Actions forwarded to moto whose answer is replaced by a 503."""
+    ``lose``: Actions forwarded to moto whose answer is replaced by a 503;
+    ``public_ip``: the address instances report (e.g. a loopback sshd's);
+    ``authorized_keys``: where imported key pairs are authorized, as cloud-init does."""
     with serve(
         CapacityProxyHandler,
         upstream=upstream,
@@ -177,6 +197,8 @@ def capacity_proxy(
         fail_types=set(fail_types),
         scripted=dict(scripted or {}),
         lose=set(lose),
+        public_ip=public_ip,
+        authorized_keys=authorized_keys,
         refused=[],
     ) as server:
         yield server

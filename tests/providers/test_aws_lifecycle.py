@@ -1,0 +1,131 @@
+"""`cloudgpu launch` on AWS end to end: the plan picks an AWS offer from the bundled
+catalog, the provider launches it through the real SDK on moto's server, and the job
+runs over SSH on a real loopback sshd standing in for the EC2 instance.
+
+No test-only branch in the provider: the provider is configured as a user would
+(``endpoint_url``, ``ssh_port``, ``ssh_user``, ``nvme_mount``, image rule), and the
+test network in front of moto plays the part of EC2's network and of cloud-init: the
+instance's public address is the sshd's (127.0.0.1), and the imported key pair is
+authorized in the sshd's authorized_keys, as cloud-init does with the launch key pair.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cloudgpu.paths import default_paths
+from tests.lifecycle.helpers import cli_proc, job_file, main_exit, store
+from tests.providers.aws_fixtures.servers import capacity_proxy, moto_server, url_of
+from tests.providers.aws_fixtures.setup import FAKE_ENV, ec2_client
+from tests.remote.sshd import SSHDServer, start_sshd
+
+pytestmark = pytest.mark.slow
+
+JOB = """\
+name: aws-life
+resources:
+  gpu: A10G
+  spot: false
+  providers: [aws]
+  regions: [us-east-1]
+run: |
+  echo "ran in $CLOUDGPU_INSTANCE"
+  test -d "$CLOUDGPU_NVME" && echo "nvme ok"
+limits:
+  max_runtime: 5m
+  max_cost: 5
+"""
+
+
+@pytest.fixture(scope="module")
+def moto_url() -> Iterator[str]:
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture
+def sshd(tmp_path: Path) -> Iterator[SSHDServer]:
+    server = start_sshd(tmp_path / "sshd")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def nvme(tmp_path: Path) -> Iterator[Path]:
+    """The instance's NVMe mount. The bootstrap arms a deadline watchdog there (setsid,
+    to outlive SSH); a real instance is terminated with it, this machine is not."""
+    path = tmp_path / "instance-nvme"
+    yield path
+    pid_file = path / ".cloudgpu" / "deadline.pid"
+    if pid_file.exists():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.killpg(int(pid_file.read_text().strip()), signal.SIGTERM)
+
+
+@pytest.fixture
+def network(moto_url: str, sshd: SSHDServer) -> Iterator[object]:
+    with capacity_proxy(
+        moto_url, public_ip="127.0.0.1", authorized_keys=sshd.dir / "authorized_keys"
+    ) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def configured(
+    network: object,
+    sshd: SSHDServer,
+    nvme: Path,
+    cloudgpu_home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Path:
+    paths = default_paths({"CLOUDGPU_HOME": str(cloudgpu_home)}).ensure()
+    paths.config_file.write_text(
+        f'[providers.aws]\nregions = ["us-east-1"]\nendpoint_url = "{url_of(network)}"\n'
+        f'ssh_cidr = "127.0.0.1/32"\nssh_port = {sshd.port}\nssh_user = "{sshd.user}"\n'
+        f'image_name = "Deep Learning AMI Ubuntu*"\nnvme_mount = "{nvme}"\npoll_s = 0\n'
+        "[launch]\nssh_timeout = 30\n"
+    )
+    for k, v in FAKE_ENV.items():
+        monkeypatch.setenv(k, v)
+    return job_file(tmp_path, JOB)
+
+
+def _live_instances(moto_url: str) -> list[dict]:
+    ec2 = ec2_client(moto_url)
+    out = ec2.describe_instances(
+        Filters=[
+            {"Name": "tag:cloudgpu-owner", "Values": ["*"]},
+            {"Name": "instance-state-name", "Values": ["pending", "running", "stopping"]},
+        ]
+    )
+    return [i for r in out["Reservations"] for i in r["Instances"]]
+
+
+def test_launch_runs_on_an_ec2_instance_and_terminates_it(
+    configured: Path, moto_url: str, cloudgpu_home: Path
+) -> None:
+    code, out, err = main_exit(["launch", str(configured), "--yes"])
+    assert code == 0, err
+    assert "ran in i-" in out and "nvme ok" in out
+    (job,) = store(cloudgpu_home).jobs()
+    assert job.state == "succeeded" and job.provider == "aws"
+    (inst,) = store(cloudgpu_home).instances(job.id)
+    assert inst.state == "terminated" and inst.instance_type.startswith("g5.")
+    raw = ec2_client(moto_url).describe_instances(InstanceIds=[inst.provider_id])
+    assert raw["Reservations"][0]["Instances"][0]["State"]["Name"] == "terminated"
+    assert _live_instances(moto_url) == []
+
+
+def test_launch_as_subprocess(configured: Path, moto_url: str, cloudgpu_home: Path) -> None:
+    res = cli_proc(["launch", str(configured), "--yes"], cloudgpu_home, env=dict(FAKE_ENV))
+    assert res.returncode == 0, res.stderr
+    assert "ran in i-" in res.stdout
+    assert FAKE_ENV["AWS_SECRET_ACCESS_KEY"] not in res.stdout + res.stderr
+    assert _live_instances(moto_url) == []
