@@ -211,11 +211,14 @@ def unpack(
         raise SyncError("not a cloudgpu sync stream", EXIT_INTEGRITY)
     count, total, skip_files, skip_bytes = _PRE.unpack(r.take(_PRE.size))
     written: list[bytes] = []
-    done = 0
+    done = files = 0
     made: set[bytes] = set()
     try:
         for _ in range(count):
-            done += _unpack_one(root, r, written, made)
+            n = _unpack_one(root, r, written, made)
+            if n >= 0:
+                files += 1
+                done += n
             if on_data:
                 on_data(done, total)
         tag = r.take(1, hashed=False)
@@ -232,7 +235,7 @@ def unpack(
                 except OSError:
                     pass
         raise
-    return {"files": count, "bytes": done, "skipped_files": skip_files, "skipped_bytes": skip_bytes}
+    return {"files": files, "bytes": done, "skipped_files": skip_files, "skipped_bytes": skip_bytes}
 
 
 def _target(root: bytes, path: bytes, made: set[bytes]) -> bytes:
@@ -245,6 +248,7 @@ def _target(root: bytes, path: bytes, made: set[bytes]) -> bytes:
 
 
 def _unpack_one(root: bytes, r: Reader, written: list[bytes], made: set[bytes]) -> int:
+    """Write one entry; returns a file's size, or -1 for a directory or symlink."""
     tag = r.take(1)
     if tag == b"F":
         plen, mode, mtime, size = _FILE.unpack(r.take(_FILE.size))
@@ -268,7 +272,7 @@ def _unpack_one(root: bytes, r: Reader, written: list[bytes], made: set[bytes]) 
         os.makedirs(full, exist_ok=True)
         made.add(full)
         os.chmod(full, mode | 0o700)
-        return 0
+        return -1
     if tag == b"L":
         plen, tlen = _LINK.unpack(r.take(_LINK.size))
         full = _target(root, _safe(r.take(plen)), made)
@@ -276,7 +280,7 @@ def _unpack_one(root: bytes, r: Reader, written: list[bytes], made: set[bytes]) 
         if os.path.lexists(full):
             os.unlink(full)
         os.symlink(target, full)
-        return 0
+        return -1
     raise SyncError(f"integrity check failed: bad entry tag {tag!r}", EXIT_INTEGRITY)
 
 

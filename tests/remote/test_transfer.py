@@ -1,0 +1,137 @@
+"""Tree/file sync over real SSH (paramiko and ssh-binary data paths) and on this machine."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from cloudgpu.errors import RemoteError
+from cloudgpu.remote import LocalMachine, SSHMachine
+
+
+def make_tree(root: Path) -> None:
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "empty").mkdir()
+    (root / "top.txt").write_text("top\n")
+    (root / "a" / "one.bin").write_bytes(os.urandom(100_000))
+    (root / "a" / "b" / "two.txt").write_text("two\n" * 1000)
+    (root / "a" / "b" / "name with spaces é.txt").write_text("odd name\n")
+    (root / "a" / "big.bin").write_bytes(os.urandom(3 * 1024 * 1024 + 17))  # spans chunks
+    (root / "a" / "exec.sh").write_text("#!/bin/sh\necho hi\n")
+    (root / "a" / "exec.sh").chmod(0o755)
+    (root / "link").symlink_to("a/b/two.txt")
+
+
+def snapshot(root: Path) -> dict[str, tuple[str, bytes, int, int]]:
+    """Everything a sync must preserve: kind, content/target, mode, whole-second mtime."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        st = p.lstat()
+        rel = str(p.relative_to(root))
+        if p.is_symlink():
+            out[rel] = ("l", os.readlink(p).encode(), 0, 0)
+        elif p.is_dir():
+            out[rel] = ("d", b"", 0, 0)
+        else:
+            out[rel] = ("f", p.read_bytes(), stat.S_IMODE(st.st_mode), int(st.st_mtime))
+    return out
+
+
+def test_put_get_roundtrip_and_incremental(machine: SSHMachine, tmp_path: Path) -> None:
+    src, back = tmp_path / "src", tmp_path / "back"
+    make_tree(src)
+    remote = str(tmp_path / "remote" / "data")
+    seen: list[tuple[int, int]] = []
+    first = machine.put_dir(src, remote, progress=lambda d, t: seen.append((d, t)))
+    assert first.files_sent == 6 and first.files_skipped == 0
+    assert first.bytes_sent == sum(
+        p.stat().st_size for p in src.rglob("*") if p.is_file() and not p.is_symlink()
+    )
+    assert seen and seen[-1][0] == seen[-1][1] == first.bytes_sent
+    assert snapshot(Path(remote)) == snapshot(src)
+
+    again = machine.put_dir(src, remote)
+    assert (again.files_sent, again.files_skipped) == (0, 6)
+
+    (src / "top.txt").write_text("changed, longer\n")
+    (src / "a" / "new.txt").write_text("new\n")
+    third = machine.put_dir(src, remote)
+    assert (third.files_sent, third.files_skipped) == (2, 5)
+    assert snapshot(Path(remote)) == snapshot(src)
+
+    got = machine.get_dir(remote, back)
+    assert got.files_sent == 7
+    assert snapshot(back) == snapshot(src)
+    assert machine.get_dir(remote, back).files_sent == 0
+
+
+def test_put_get_single_file(machine: SSHMachine, tmp_path: Path) -> None:
+    f = tmp_path / "model.bin"
+    f.write_bytes(os.urandom(2_000_000))
+    remote = str(tmp_path / "r" / "deep" / "model.bin")
+    assert machine.put_file(f, remote).bytes_sent == 2_000_000
+    assert Path(remote).read_bytes() == f.read_bytes()
+    assert machine.put_file(f, remote).files_skipped == 1
+    out = tmp_path / "o" / "model.bin"
+    assert machine.get_file(remote, out).files_sent == 1
+    assert out.read_bytes() == f.read_bytes()
+
+
+def test_corrupted_stream_is_detected_and_not_kept(machine: SSHMachine, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    make_tree(src)
+    remote = tmp_path / "remote"
+    # A faulty pipe on the instance: flips one bit in the middle of what the agent reads.
+    flipper = tmp_path / "flaky-python"
+    flipper.write_text(
+        "#!/bin/sh\n"
+        "python3 -c 'import sys; d = sys.stdin.buffer.read(); i = len(d) // 2\n"
+        "sys.stdout.buffer.write(d[:i] + bytes([d[i] ^ 1]) + d[i + 1:] if d else d)'"
+        ' | python3 "$@"\n'
+    )
+    flipper.chmod(0o755)
+    machine.python = str(flipper)
+    with pytest.raises(RemoteError, match="integrity check failed"):
+        machine.put_dir(src, str(remote))
+    assert not [p for p in remote.rglob("*") if p.is_file()], "corrupted files were kept"
+    machine.python = "python3"
+    assert machine.put_dir(src, str(remote)).files_sent == 6
+    assert snapshot(remote) == snapshot(src)
+
+
+def test_missing_paths_are_clear_errors(machine: SSHMachine, tmp_path: Path) -> None:
+    with pytest.raises(RemoteError, match="not a directory"):
+        machine.put_dir(tmp_path / "nope", "/tmp/x")
+    with pytest.raises(RemoteError, match="no such file or directory"):
+        machine.get_dir(str(tmp_path / "absent"), tmp_path / "out")
+
+
+def test_unwritable_destination_is_one_line(machine: SSHMachine, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    make_tree(src)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(RemoteError) as err:
+        machine.put_dir(src, str(blocker / "sub"))
+    assert "\n" not in str(err.value)
+
+
+def test_local_machine_maps_nvme_and_syncs(tmp_path: Path) -> None:
+    m = LocalMachine(tmp_path / "ws")
+    assert m.path("/nvme/data") == tmp_path / "ws" / "nvme" / "data"
+    assert m.path("out") == tmp_path / "ws" / "out"
+    assert m.path("~/x") == tmp_path / "ws" / "x"
+    assert m.path("/etc/hosts") == Path("/etc/hosts")
+    src = tmp_path / "src"
+    make_tree(src)
+    assert m.put_dir(src, "/nvme/data").files_sent == 6
+    assert snapshot(tmp_path / "ws" / "nvme" / "data") == snapshot(src)
+    assert m.put_dir(src, "/nvme/data").files_skipped == 6
+    out: list[bytes] = []
+    assert m.run("cat $CLOUDGPU_NVME/data/top.txt", on_stdout=out.append) == 0
+    assert out == [b"top\n"]
+    assert m.get_dir("/nvme/data", tmp_path / "back").files_sent == 6
+    assert snapshot(tmp_path / "back") == snapshot(src)
