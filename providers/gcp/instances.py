@@ -76,6 +76,15 @@ def label_filter(tags: Mapping[str, str]) -> str:
     return " ".join(f'(labels.{k} = "{v}")' for k, v in sorted(to_labels(tags).items()))
 
 
+# Machine series whose boot disk must be Hyperdisk (no Persistent Disk support):
+# https://cloud.google.com/compute/docs/disks/hyperdisks#machine-type-support
+_HYPERDISK_ONLY = ("a4-", "a4x-", "a3-ultragpu-", "g4-")
+
+
+def default_disk_type(machine_type: str) -> str:
+    return "hyperdisk-balanced" if machine_type.startswith(_HYPERDISK_ONLY) else "pd-balanced"
+
+
 def image_path(request_image: str | None, config_image: str | None) -> str:
     image = request_image or config_image or DEFAULT_IMAGE_FAMILY
     if "/" in image:
@@ -130,6 +139,9 @@ def instance_body(
         compute_v1.Items(key=TAGS_METADATA, value=json.dumps(dict(request.tags), sort_keys=True)),
         # Deep Learning VM images install the NVIDIA driver at first boot when asked.
         compute_v1.Items(key="install-nvidia-driver", value="True"),
+        # With OS Login on (project metadata), ssh-keys would be ignored and the job's key
+        # refused; the instance-level value wins unless an org policy enforces OS Login.
+        compute_v1.Items(key="enable-oslogin", value="FALSE"),
     ]
     if request.user_data:
         metadata.append(compute_v1.Items(key="startup-script", value=request.user_data))

@@ -204,7 +204,7 @@ class GCPProvider(Provider):
             ssh_line=f"{user}:{public}",
             image=build.image_path(request.image, self.ctx.config.get("image")),
             network=network,
-            disk_type=str(self.ctx.config.get("disk_type") or "pd-balanced"),
+            disk_type=str(self.ctx.config.get("disk_type") or build.default_disk_type(host)),
             deadline_in_s=deadline_in,
         )
         cidr = self._ssh_cidr(request)

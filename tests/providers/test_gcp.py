@@ -157,10 +157,12 @@ def test_create_puts_key_labels_firewall_spot_deadline(
     body = fake.instances[("us-central1-a", "job-with-caps")]["_body"]
     meta = {i["key"]: i["value"] for i in body["metadata"]["items"]}
     assert meta["ssh-keys"].startswith("cloudgpu:ssh-ed25519 ")
+    assert meta["enable-oslogin"] == "FALSE"  # else project OS Login would ignore ssh-keys
     assert json.loads(meta["cloudgpu-tags"]) == dict(req.tags)
     assert body["labels"]["cloudgpu-job"] == "job_with_caps"  # GCP label rules
     disk = body["disks"][0]["initializeParams"]
     assert disk["diskSizeGb"] == "250" and disk["labels"] == body["labels"]
+    assert disk["diskType"] == "zones/us-central1-a/diskTypes/pd-balanced"
     assert disk["sourceImage"].startswith(
         "projects/deeplearning-platform-release/global/images/family/"
     )
