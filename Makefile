@@ -29,8 +29,8 @@ sysdeps:
 	fi
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check cloudgpu providers tests bench
-	$(VENV)/bin/ruff format --check cloudgpu providers tests bench
+	$(VENV)/bin/ruff check cloudgpu providers tests bench tools
+	$(VENV)/bin/ruff format --check cloudgpu providers tests bench tools
 	$(VENV)/bin/mypy
 
 test: install lint
