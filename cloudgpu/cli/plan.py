@@ -59,7 +59,7 @@ def candidate_json(c: Candidate) -> dict[str, Any]:
 
 
 def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 4)
+    return None if x is None else float(f"{x:.6g}")  # six significant digits
 
 
 def _gpu_config(c: Candidate) -> str:
@@ -124,9 +124,17 @@ def _workload_reject(c: Candidate) -> bool:
     return c.memory_per_gpu_gb is not None or c.est_cost is not None
 
 
+def _miss(c: Candidate) -> tuple[float, float]:
+    if c.est_cost is not None:
+        return (0.0, c.est_cost)
+    have = c.offer.gpu_memory_gb or 1.0
+    return ((c.memory_per_gpu_gb or 0.0) / have, c.price_per_hour)
+
+
 def render_rejected(p: Plan, limit: int) -> list[str]:
     """Offers that met the resources but not the workload, then resource misses grouped."""
-    by_workload = [c for c in p.rejected if _workload_reject(c)]
+    # Near misses first: over budget (they fit), then the smallest memory shortfall.
+    by_workload = sorted((c for c in p.rejected if _workload_reject(c)), key=_miss)
     lines: list[str] = []
     seen: set[tuple[str, int, int]] = set()
     shown = 0
@@ -304,6 +312,8 @@ _WORKLOAD_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--optimizer", "optimizer", str, "adamw | adam8bit | sgd | ..."),
     ("--sharding", "sharding", str, "auto | ddp | zero1 | zero2 | zero3 | fsdp."),
     ("--lora-rank", "lora_rank", int, "Adapter rank (lora/qlora)."),
+    ("--tensor-parallel", "tensor_parallel", int, "Tensor-parallel degree in a node."),
+    ("--attention", "attention", str, "flash | eager."),
     ("--mfu", "mfu", float, "Override the MFU default."),
     ("--batch", "batch", int, "Concurrent sequences (inference)."),
     ("--requests", "requests", str, "Requests to serve (inference), e.g. 100K."),

@@ -14,6 +14,8 @@ from click.testing import CliRunner, Result
 
 from cloudgpu.cli import cli
 from cloudgpu.errors import CatalogError, ConfigError
+from cloudgpu.paths import Paths
+from cloudgpu.state.store import InstanceRecord, Store
 
 JSON_KEYS = {
     "provider",
@@ -224,3 +226,30 @@ def test_plan_and_estimate_as_real_subprocesses(tmp_path: Path) -> None:
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.startswith("error: estimate: workload.model: unknown model 'lama-3-8b'")
     assert "hint: did you mean llama-3-8b" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_plan_uses_the_store_history_and_local_data_size(tmp_path: Path, paths: Paths) -> None:
+    store = Store.open(paths.state_db)
+    try:
+        store.add_instance(
+            InstanceRecord(
+                id="i1",
+                job_id="j",
+                provider="aws",
+                state="terminated",
+                created_at=10.0,
+                launched_at=46.0,
+            )
+        )
+    finally:
+        store.close()
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "shard-0.bin").write_bytes(b"x" * 3_000_000)
+    job = FINETUNE + "data:\n  - src: ./data\n    dst: /nvme/data\n"
+    rows = json.loads(invoke("plan", write(tmp_path, job), "--json", "--limit", "200").output)
+    aws = [r for r in rows if r["provider"] == "aws" and r["fits"]]
+    others = [r for r in rows if r["provider"] != "aws" and r["fits"]]
+    assert aws and all(r["startup_hours"] == pytest.approx(36 / 3600, abs=1e-4) for r in aws)
+    assert others and all(r["startup_hours"] > 36 / 3600 for r in others)
+    assert all(r["staging_hours"] > 0 for r in aws)
