@@ -41,12 +41,12 @@ class Amount:
 _AMOUNT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(gb|gib|g)?\s*(\+)?\s*$", re.I)
 
 
-def parse_amount(text: str, what: str, *, floor_default: bool = False) -> Amount:
+def parse_amount(text: str, what: str) -> Amount:
     """ "16", "16+", "128GB+", "1.5": ConfigError naming ``what`` otherwise."""
     m = _AMOUNT.match(str(text))
     if not m:
         raise ConfigError(f"{what}: '{text}' is not a number (expected e.g. 16, 16+ or 24GB+)")
-    return Amount(float(m.group(1)), bool(m.group(3)) or floor_default)
+    return Amount(float(m.group(1)), bool(m.group(3)))
 
 
 @dataclass(frozen=True)
@@ -88,14 +88,8 @@ def parse_gpu(text: str, registry: GpuRegistry) -> GpuFilter:
     if mem:
         return GpuFilter(None, None, float(mem.group(1)))
     m = _GPU_COUNT.match(text)
-    name, count = (
-        (m.group("name"), parse_amount(m.group("count"), "--gpu count"))
-        if m
-        else (
-            text,
-            None,
-        )
-    )
+    name = m.group("name") if m else text
+    count = parse_amount(m.group("count"), "--gpu count") if m else None
     if count is not None and count.value < 1:
         raise ConfigError(f"--gpu {text}: the GPU count must be at least 1")
     return GpuFilter(registry.matches(name), count, None)
