@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cloudgpu.catalog.gpus import GpuRegistry, GpuSpec
 from cloudgpu.catalog.offer import Offer
@@ -130,9 +130,7 @@ class _Context:
 
 
 def _with_fix(est: ShapeEstimate, fix: str) -> ShapeEstimate:
-    return ShapeEstimate(
-        est.fits, est.layout, est.breakdown, est.memory_gb, est.hours, est.scaling, est.reason, fix
-    )
+    return replace(est, fix=fix)
 
 
 def _costed(ctx: _Context, offer: Offer, est: ShapeEstimate) -> Candidate:
@@ -187,6 +185,20 @@ def _tokens(w: Workload) -> float:
     return w.requests * (w.input_tokens + w.output_tokens)
 
 
+def _candidate(ctx: _Context, missing: str, offer: Offer, max_cost: float | None) -> Candidate:
+    """One offer judged: resources first, then the workload's fit, time and budget."""
+    price = offer.price_per_hour * ctx.num_nodes
+    if missing:
+        return Candidate(offer, False, missing, ctx.num_nodes, price_per_hour=price)
+    if ctx.w is None:
+        return Candidate(offer, True, "", ctx.num_nodes, price_per_hour=price)
+    cand = _costed(ctx, offer, ctx.shape_estimate(offer))
+    if cand.fits and max_cost is not None and (cand.est_cost or 0.0) > max_cost:
+        cand.fits = False
+        cand.reason = f"estimated ${cand.est_cost:,.2f} > limits.max_cost ${max_cost:,.2f}"
+    return cand
+
+
 def _sort_key(objective: str, c: Candidate) -> tuple[float, float, float, str]:
     cost = c.est_cost if c.est_cost is not None else math.inf
     hours = c.est_hours if c.est_hours is not None else math.inf
@@ -217,33 +229,7 @@ def plan(
     rejected: list[Candidate] = []
     max_cost = job.limits.max_cost
     for offer in offers:
-        why = reqs.reason(offer)
-        if why:
-            rejected.append(
-                Candidate(
-                    offer,
-                    False,
-                    why,
-                    ctx.num_nodes,
-                    price_per_hour=offer.price_per_hour * ctx.num_nodes,
-                )
-            )
-            continue
-        if w is None:
-            fitting.append(
-                Candidate(
-                    offer,
-                    True,
-                    "",
-                    ctx.num_nodes,
-                    price_per_hour=offer.price_per_hour * ctx.num_nodes,
-                )
-            )
-            continue
-        cand = _costed(ctx, offer, ctx.shape_estimate(offer))
-        if cand.fits and max_cost is not None and (cand.est_cost or 0.0) > max_cost:
-            cand.fits = False
-            cand.reason = f"estimated ${cand.est_cost:,.2f} > limits.max_cost ${max_cost:,.2f}"
+        cand = _candidate(ctx, reqs.reason(offer), offer, max_cost)
         (fitting if cand.fits else rejected).append(cand)
     effective = objective if w is not None else "hourly"
     fitting.sort(key=lambda c: _sort_key(effective, c))
