@@ -57,6 +57,7 @@ NOT_FOUND_CODES = frozenset(
         "LocationNotAvailableForResourceType",
         "NoRegisteredProviderFound",
         "InvalidResourceLocation",
+        "LocationNotAvailableForResourceGroup",
     }
 )
 TRANSIENT_CODES = frozenset({"TooManyRequests", "RetryableError", "InternalServerError"})

@@ -49,13 +49,14 @@ def create_group(
     deadline: float | None,
     now: float,
     timeout_s: float,
+    delete_timeout_s: float,
 ) -> Created:
     """Create every resource of ``plan``; on any failure delete the group, then raise."""
     try:
         with azure_errors(f"create {plan.group}"):
             return _create_all(clients, plan, deadline, now, timeout_s)
     except CloudGPUError as exc:
-        cleanup = delete_group(clients, plan.group, timeout_s)
+        cleanup = delete_group(clients, plan.group, delete_timeout_s)
         if cleanup:
             # Keep the original error type (the lifecycle fails over on it) and say that
             # something may be left for `cloudgpu down --orphans`.

@@ -4,7 +4,8 @@ Config (``[providers.azure]``, all optional): ``subscription_id``, ``image`` (UR
 see bodies.py), ``admin_user`` (default azureuser), ``disk_sku``, ``ssh_cidr`` (default:
 the caller's public address /32, looked up at ``ip_lookup_url``), ``retail_prices_url``,
 ``arm_endpoint`` and ``ca_bundle`` (a private ARM endpoint, or the tests' loopback one),
-``polling_interval``, ``retry_total``, ``create_timeout_s``, ``auto_shutdown`` (default
+``polling_interval``, ``retry_total``, ``create_timeout_s`` and ``delete_timeout_s``
+(default 1800 each), ``auto_shutdown`` (default
 true), ``ssh_port`` (default 22, for images whose sshd listens elsewhere; the NSG opens
 it), ``managed_identity``, ``enabled`` (false switches the provider off).
 
@@ -214,7 +215,14 @@ class AzureProvider(Provider):
             ssh_port=self._ssh_port(),
         )
         deadline = request.deadline if cfg.get("auto_shutdown", True) else None
-        created = deploy.create_group(self._arm(), plan, deadline, self.ctx.clock(), _timeout(cfg))
+        created = deploy.create_group(
+            self._arm(),
+            plan,
+            deadline,
+            self.ctx.clock(),
+            _timeout(cfg, "create_timeout_s"),
+            _timeout(cfg, "delete_timeout_s"),
+        )
         return self._instance(group, tags, created.vm, created.public_ip, key_file)
 
     def _ssh_cidr(self, request: CreateRequest) -> str:
@@ -308,7 +316,8 @@ class AzureProvider(Provider):
         return out
 
     def terminate(self, instance_id: str) -> None:
-        problem = deploy.delete_group(self._arm(), instance_id, _timeout(self.ctx.config))
+        timeout = _timeout(self.ctx.config, "delete_timeout_s")
+        problem = deploy.delete_group(self._arm(), instance_id, timeout)
         if problem:
             raise TransientError(
                 problem,
@@ -341,11 +350,14 @@ def _settings(cfg: Mapping[str, Any]) -> ArmSettings:
         ) from exc
 
 
-def _timeout(cfg: Mapping[str, Any]) -> float:
+def _timeout(cfg: Mapping[str, Any], key: str) -> float:
     try:
-        return float(cfg.get("create_timeout_s", 1800))
+        value = float(cfg.get(key, 1800))
     except (TypeError, ValueError) as exc:
-        raise ConfigError("providers.azure.create_timeout_s: expected seconds") from exc
+        raise ConfigError(f"providers.azure.{key}: expected seconds") from exc
+    if value <= 0:
+        raise ConfigError(f"providers.azure.{key}: expected seconds > 0")
+    return value
 
 
 def _canonicalizer() -> retail.Canonicalize:

@@ -14,7 +14,14 @@ import pytest
 from cloudgpu_providers.azure import AzureProvider
 
 from cloudgpu.catalog.offer import Offer
-from cloudgpu.errors import AuthError, CapacityError, ConfigError, QuotaError
+from cloudgpu.errors import (
+    AuthError,
+    CapacityError,
+    ConfigError,
+    NotFoundError,
+    QuotaError,
+    TransientError,
+)
 from cloudgpu.paths import Paths
 from cloudgpu.provider import (
     TAG_EXPIRES,
@@ -24,7 +31,8 @@ from cloudgpu.provider import (
     InstanceState,
     ProviderContext,
 )
-from tests.fixtures.azure.fake_arm import FakeArm, StaticToken, provider_config
+from tests.fixtures.azure.fake_arm import FakeArm, provider_config
+from tests.fixtures.azure.support import StaticToken
 from tests.providers.contract import ProviderContract
 
 A100 = "Standard_NC24ads_A100_v4"
@@ -260,3 +268,32 @@ def test_no_schedule_when_deadline_is_far_or_disabled(arm: FakeArm, paths: Paths
 def test_bad_cidr_is_a_config_error(arm: FakeArm, paths: Paths) -> None:
     with pytest.raises(ConfigError, match="ssh_cidr"):
         make_provider(arm, paths, ssh_cidr="everyone").create(request("job-cidr"))
+
+
+def test_unknown_region_is_a_clear_error_and_leaves_nothing(arm: FakeArm, paths: Paths) -> None:
+    offer = Offer(**{**make_offer().to_dict(), "region": "atlantis-central"})
+    with pytest.raises(NotFoundError, match="LocationNotAvailableForResourceGroup"):
+        make_provider(arm, paths).create(request("job-nowhere", offer))
+    assert arm.state.groups == {}
+
+
+def test_failed_terminate_is_reported_and_the_group_stays_findable(
+    arm: FakeArm, paths: Paths
+) -> None:
+    provider = make_provider(arm, paths)
+    inst = provider.create(request("job-locked"))
+    arm.state.locked_groups.add(inst.id)
+    with pytest.raises(TransientError, match="ScopeLocked"):
+        provider.terminate(inst.id)
+    assert [i.id for i in provider.list_instances({TAG_OWNER: "tester"})] == [inst.id]
+    arm.state.locked_groups.clear()
+    provider.terminate(inst.id)  # the retry (or `down --orphans`) then succeeds
+    assert provider.list_instances({TAG_OWNER: "tester"}) == []
+
+
+def test_create_that_times_out_removes_what_it_made(arm: FakeArm, paths: Paths) -> None:
+    arm.state.polls_for["virtualmachines"] = 40  # "Creating" for longer than the timeout
+    provider = make_provider(arm, paths, create_timeout_s=0.01)
+    with pytest.raises(CapacityError, match="not provisioned within"):
+        provider.create(request("job-slow"))
+    assert arm.state.groups == {}

@@ -15,7 +15,9 @@ from click.testing import CliRunner
 
 from cloudgpu.cli import cli
 from cloudgpu.paths import default_paths
-from tests.fixtures.azure.fake_arm import TOKEN, FakeArm, FakeRetail, az_login
+from tests.fixtures.azure.fake_arm import FakeArm
+from tests.fixtures.azure.fake_retail import FakeRetail
+from tests.fixtures.azure.support import TOKEN, az_login
 
 
 @pytest.fixture
@@ -77,3 +79,20 @@ def test_catalog_refresh_azure_as_subprocess(
     assert len(retail.server.queries) == 2  # both pages
     assert any(p.lower().endswith("/skus") for _, p, _ in arm.state.requests)
     assert TOKEN not in res.stdout + res.stderr
+
+
+def test_expired_cli_login_is_an_auth_problem_not_a_crash(
+    setup: tuple[FakeArm, FakeRetail, dict[str, str]], tmp_path: Path
+) -> None:
+    arm, _, env = setup
+    az = Path(env["PATH"].split(":")[0]) / "az"
+    # What the real CLI prints when its refresh token has expired.
+    az.write_text(
+        '#!/bin/sh\necho "ERROR: AADSTS700082: The refresh token has expired due to '
+        "inactivity. Please run 'az login' to setup account.\" >&2\nexit 1\n"
+    )
+    res = CliRunner().invoke(cli, ["check", "--verify", "--json"])
+    assert res.exit_code == 0, res.output
+    row = azure_row(res.output)
+    assert row["enabled"] is False and "token" in str(row["reason"]).lower()
+    assert arm.state.requests == []

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from cloudgpu.paths import default_paths
-from tests.fixtures.azure.fake_arm import TOKEN, FakeArm, az_login
+from tests.fixtures.azure.fake_arm import FakeArm
+from tests.fixtures.azure.support import TOKEN, az_login
 from tests.lifecycle.helpers import cli_proc, job_file, main_exit, store
 from tests.remote.sshd import SSHDServer, start_sshd
 

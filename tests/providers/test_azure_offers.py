@@ -15,7 +15,9 @@ from cloudgpu.catalog.offer import FLAG_UNKNOWN_GPU, Offer
 from cloudgpu.errors import AuthError, TransientError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import ProviderContext
-from tests.fixtures.azure.fake_arm import FakeArm, FakeRetail, StaticToken, provider_config
+from tests.fixtures.azure.fake_arm import FakeArm, provider_config
+from tests.fixtures.azure.fake_retail import FakeRetail
+from tests.fixtures.azure.support import StaticToken
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from typing import ClassVar
 import cloudgpu.templates as templates_pkg
 import pytest
 
-from tests.fixtures.azure.fake_arm import fixture
+from tests.fixtures.azure.support import fixture
 
 WATCHER = Path(templates_pkg.__file__).parent / "watchers" / "azure.sh"
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
