@@ -32,6 +32,11 @@ T = TypeVar("T")
 _CAPACITY = re.compile(r"ZONE_RESOURCE_POOL_EXHAUSTED|RESOURCE_POOL_EXHAUSTED|STOCKOUT", re.I)
 _QUOTA = re.compile(r"QUOTA_EXCEEDED|quotaExceeded|Quota '[^']*' exceeded", re.I)
 _RATE = re.compile(r"rateLimitExceeded|userRateLimitExceeded|RATE_LIMIT_EXCEEDED", re.I)
+_NOT_IN_ZONE = re.compile(
+    r"(machine ?type|accelerator ?type|disk ?type).*(does not exist|not (available|supported)) in "
+    r"zone",
+    re.I,
+)
 AUTH_HINT = "run `gcloud auth application-default login` or set GOOGLE_APPLICATION_CREDENTIALS"
 
 
@@ -64,6 +69,9 @@ def map_status(status: int, detail: str, message: str) -> ProviderError:
     """Map by the error's code names first (they are stable), then by HTTP status."""
     if _CAPACITY.search(detail):
         return CapacityError(f"no capacity: {message}", provider=PROVIDER)
+    if status == 400 and _NOT_IN_ZONE.search(detail):
+        # A stale catalog row: this zone does not (or no longer) offer the shape.
+        return CapacityError(f"not offered here: {message}", provider=PROVIDER)
     if _QUOTA.search(detail):
         return QuotaError(
             f"quota exceeded: {message}",

@@ -359,3 +359,12 @@ def test_anonymous_needs_an_endpoint(paths: Paths) -> None:
     ctx = ProviderContext(config={"anonymous": True, "project": "p"}, paths=paths, env={})
     av = GCPProvider(ctx).availability()
     assert not av.enabled and "endpoint_url" in av.reason
+
+
+def test_shape_not_offered_in_zone_fails_over(
+    provider: GCPProvider, fake: FakeGCP, offer: Offer
+) -> None:
+    stale = replace(offer, instance_type="a3-highgpu-8g", zone="us-central1-a")
+    with pytest.raises(CapacityError, match="does not exist in zone"):
+        provider.create(ProviderContract().request(stale))
+    assert fake.instances == {} and fake.firewalls == {}
