@@ -5,10 +5,10 @@ Each page is ``{"BillingCurrency", "CustomerEntityId", "Items": [...], "NextPage
 "Count"}``; ``NextPageLink`` is the full URL of the next page, null on the last one.
 
 What is kept, on purpose: Linux pay-as-you-go rows (``priceType eq 'Consumption'``) of
-the GPU families NC/ND/NV, priced in USD per hour. Rows whose meterName contains
-``Spot`` are the spot market. ``Low Priority`` rows (the retired batch market) and
-``Windows`` rows (licence included) are skipped. This module talks HTTP with the standard
-library only and must not import the Azure SDK.
+the GPU families NC/ND/NV, priced in USD per hour, primary meter region only. Rows whose
+meterName contains ``Spot`` are the spot market. ``Low Priority`` rows (the retired batch
+market) and ``Windows`` rows (licence included) are skipped. This module talks HTTP with
+the standard library only and must not import the Azure SDK.
 """
 
 from __future__ import annotations
@@ -126,6 +126,8 @@ def is_wanted(item: Mapping[str, Any]) -> bool:
         and item.get("currencyCode", "USD") == "USD"
         and str(item.get("unitOfMeasure", "1 Hour")) == "1 Hour"
         and "Low Priority" not in meter
+        # api-version 2023-01-01-preview also returns non-primary meter regions: duplicates.
+        and item.get("isPrimaryMeterRegion", True) is not False
         and "Windows" not in product
         and float(item.get("retailPrice") or 0) > 0
     )
