@@ -6,9 +6,12 @@ import nothing but the standard library and never import cloudgpu.
 
 Operations (stdin/stdout are the SSH channel):
 
-* ``manifest ROOT``: print a compressed listing of the tree (kind, size, mtime, path).
-* ``unpack ROOT``: read a stream (format below) from stdin and write it under ROOT.
-* ``pack ROOT``: read the peer's manifest from stdin, stream what differs to stdout.
+* ``recv ROOT``: print the tree's manifest (length-prefixed, compressed: kind, size,
+  mtime, path), then read a stream (format below) from stdin and write it under ROOT.
+* ``send ROOT``: read the peer's manifest from stdin, stream what differs to stdout.
+
+Either way one SSH session does the whole sync: the manifest goes one way and the
+changed files the other.
 
 Stream: ``MAGIC count total_bytes`` then entries (``F`` file, ``L`` symlink, ``D``
 directory), then ``E`` and the SHA-256 of every byte before it. The receiver hashes what
@@ -307,15 +310,16 @@ def _stdout_sink(b: bytes) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("manifest", "unpack", "pack"):
-        sys.stderr.write("usage: agent manifest|unpack|pack ROOT\n")
+    if len(argv) != 2 or argv[0] not in ("recv", "send"):
+        sys.stderr.write("usage: agent recv|send ROOT\n")
         return 2
     op, root = argv[0], os.fsencode(os.path.expanduser(argv[1]))
     try:
-        if op == "manifest":
-            _stdout_sink(encode_manifest(scan(root)))
-        elif op == "unpack":
-            sys.stdout.write(json.dumps(unpack(root, Reader(iter_stdin()))) + "\n")
+        if op == "recv":
+            manifest = encode_manifest(scan(root))
+            _stdout_sink(_LEN.pack(len(manifest)) + manifest)
+            result = unpack(root, Reader(iter_stdin()))
+            _stdout_sink(json.dumps(result).encode() + b"\n")
         else:
             r = Reader(iter_stdin())
             (n,) = _LEN.unpack(r.take(_LEN.size))

@@ -1,7 +1,7 @@
 """Tree and file transfer over any byte stream to a remote command (one stream per sync).
 
-put: fetch the remote manifest (one exec), diff locally, send only what changed as one
-stream to the agent, which verifies the stream's SHA-256 before reporting success.
+put: one exec of the agent, which first sends its manifest; we diff locally and send
+only what changed as one stream, whose SHA-256 the agent verifies before reporting.
 get: send our manifest to the agent, which streams back only what differs.
 
 The stream transport is passed in (:class:`Stream` factory), so the same code runs over
@@ -41,8 +41,15 @@ OpenStream = Callable[[str], Stream]
 
 
 def agent_command(python: str, op: str, root: str) -> str:
-    """The shell command running the agent's ``op`` on ``root`` with ``python``."""
-    return f"{python} -c {shlex.quote(AGENT_SOURCE)} {op} {shlex.quote(root)}"
+    """The shell command running the agent's ``op`` on ``root`` with ``python``.
+
+    For the default ``python3`` the system's own interpreter is preferred when present:
+    version-manager shims on PATH (pyenv) cost a noticeable start-up per sync.
+    """
+    args = f"-c {shlex.quote(AGENT_SOURCE)} {op} {shlex.quote(root)}"
+    if python != "python3":
+        return f"{python} {args}"
+    return f'P=python3; [ -x /usr/bin/python3 ] && P=/usr/bin/python3; exec "$P" {args}'
 
 
 def _fail(op: str, remote: str, status: int, err: str) -> RemoteError:
@@ -64,18 +71,6 @@ def _read_all(s: Stream) -> bytes:
     return b"".join(parts)
 
 
-def remote_manifest(
-    open_stream: OpenStream, python: str, remote: str
-) -> dict[bytes, tuple[bytes, int, int]]:
-    s = open_stream(agent_command(python, "manifest", remote))
-    s.close_write()
-    data = _read_all(s)
-    status, err = s.finish()
-    if status != 0:
-        raise _fail("list", remote, status, err)
-    return agent.decode_manifest(data)
-
-
 def put(
     open_stream: OpenStream, python: str, local: Path, remote: str, progress: ProgressFn | None
 ) -> TransferStats:
@@ -85,12 +80,11 @@ def put(
     mine = agent.scan(root)
     if not mine:
         raise RemoteError(f"{local}: no such file or directory")
-    paths = agent.changed(mine, remote_manifest(open_stream, python, remote))
+    s = open_stream(agent_command(python, "recv", remote))
+    theirs = _peer_manifest(s, remote)
+    paths = agent.changed(mine, theirs)
     skip_files, skip_bytes = agent.skipped(mine, paths)
     stats = TransferStats(files_skipped=skip_files, bytes_skipped=skip_bytes)
-    if not paths:
-        stats.seconds = time.perf_counter() - t0
-        return stats
     total = sum(mine[p][1] for p in paths)
     done = 0
 
@@ -100,7 +94,6 @@ def put(
         if progress:
             progress(done, total)
 
-    s = open_stream(agent_command(python, "unpack", remote))
     try:
         agent.pack(root, mine, paths, agent.Writer(s.write, advanced))
     except agent.SyncError as exc:
@@ -118,7 +111,10 @@ def put(
     status, err = s.finish()
     if status != 0:
         raise _fail("put", remote, status, err)
-    got = json.loads(out.decode() or "{}")
+    try:
+        got = json.loads(out.decode())
+    except ValueError:
+        got = {}
     if got.get("bytes") != total:
         raise RemoteError(
             f"put {remote}: the instance received {got.get('bytes')} of {total} bytes"
@@ -129,6 +125,21 @@ def put(
     return stats
 
 
+def _peer_manifest(s: Stream, remote: str) -> dict[bytes, tuple[bytes, int, int]]:
+    """The manifest the ``recv`` agent sends first; its failure reason if it fails."""
+    r = agent.Reader(s.read)
+    try:
+        (n,) = agent._LEN.unpack(r.take(agent._LEN.size, hashed=False))
+        data = r.take(n, hashed=False)
+    except agent.SyncError as exc:
+        s.close_write()
+        status, err = s.finish()
+        raise _fail("put", remote, status, err) from exc
+    if r.pos != len(r.buf):
+        raise RemoteError(f"put {remote}: unexpected output from the sync agent")
+    return agent.decode_manifest(data)
+
+
 def get(
     open_stream: OpenStream, python: str, remote: str, local: Path, progress: ProgressFn | None
 ) -> TransferStats:
@@ -136,7 +147,7 @@ def get(
     t0 = time.perf_counter()
     root = os.fsencode(local)
     manifest = agent.encode_manifest(agent.scan(root))
-    s = open_stream(agent_command(python, "pack", remote))
+    s = open_stream(agent_command(python, "send", remote))
     s.write(agent._LEN.pack(len(manifest)) + manifest)
     s.close_write()
     try:
