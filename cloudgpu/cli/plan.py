@@ -283,7 +283,22 @@ def _common(func: F) -> F:
 @click.argument("job_file", type=click.Path(dir_okay=False))
 @_common
 def plan_cmd(job_file: str, objective: str, as_json: bool, limit: int, all_rows: bool) -> None:
-    """Rank the machines that fit JOB_FILE by estimated total cost."""
+    """Rank the machines that fit JOB_FILE by estimated total cost.
+
+    Without a workload: block the offers that meet resources: are ranked by $/hour.
+    With one, each machine is sized (memory per GPU, layout), timed and costed:
+
+    \b
+      workload:
+        kind: finetune      # train | finetune | lora | qlora | inference
+        model: llama-3-8b   # or params: 8B, or layers/hidden/heads/vocab keys
+        tokens: 2B          # training kinds; inference: requests: (or tokens:)
+        seq_len: 4096       # also micro_batch, checkpointing, optimizer, sharding,
+                            # precision, tensor_parallel, lora_rank, mfu, batch, ...
+
+    Estimated hours include startup (your past launches when known), data staging,
+    data stalls and, on spot, an interruption allowance.
+    """
     app = get_app()
     job = load_job(job_file)
     registry = load_registry()

@@ -177,8 +177,8 @@ def arch_from_block(block: dict[str, Any], params: float | None) -> ModelArch:
     missing = [k for k in _ARCH_KEYS if k not in block]
     if missing:
         raise ConfigError(
-            f"workload.arch: missing {', '.join(missing)} (needs layers, hidden, heads, vocab;"
-            " optional kv_heads, intermediate, head_dim, experts, experts_active, tied)"
+            f"workload: architecture missing {', '.join(missing)} (needs layers, hidden, heads,"
+            " vocab; optional kv_heads, intermediate, head_dim, experts, experts_active, tied)"
         )
     try:
         hidden = int(block["hidden"])
@@ -188,7 +188,8 @@ def arch_from_block(block: dict[str, Any], params: float | None) -> ModelArch:
             hidden=hidden,
             heads=int(block["heads"]),
             kv_heads=int(block.get("kv_heads", block["heads"])),
-            intermediate=int(block.get("intermediate", 4 * hidden)),
+            # default: the gated MLP with as many weights as a GPT 4h MLP (8/3 h x 3)
+            intermediate=int(block.get("intermediate", 256 * math.ceil(hidden * 8 / 3 / 256))),
             vocab=int(block["vocab"]),
             head_dim=int(block.get("head_dim", 0)),
             experts=int(block.get("experts", 1)),

@@ -6,7 +6,10 @@ only parses; it must not estimate anything.
 
     workload:
       kind: finetune        # train | finetune | lora | qlora | inference   (required)
-      model: llama-3-8b     # a bundled model, or params: 8B, or arch: {layers, hidden, ...}
+      model: llama-3-8b     # a bundled model, or params: 8B, or the shape itself:
+                            # layers, hidden, heads, vocab (+ kv_heads, intermediate,
+                            # head_dim, experts, experts_active, tied) as keys here or
+                            # inside an arch: mapping
       tokens: 2B            # tokens to train on (training kinds: required)
       precision: bf16       # bf16 | fp16 | fp32 | fp8 (inference also int8 | int4)
       seq_len: 4096         # training sequence length / inference context (default 2048)
@@ -99,11 +102,25 @@ class Workload:
 
 # Keys a workload block may use: the Workload fields, with the model given as one of
 # model / params / arch.
-_KNOWN_KEYS = frozenset(f.name for f in dataclasses.fields(Workload)) | {
-    "model",
-    "params",
-    "arch",
-}
+# An architecture may also be given flat, as workload keys of its own (job.yaml's loader
+# keeps workload values scalar): layers, hidden, heads, ... beside kind.
+ARCH_KEYS = (
+    "layers",
+    "hidden",
+    "heads",
+    "kv_heads",
+    "vocab",
+    "intermediate",
+    "head_dim",
+    "experts",
+    "experts_active",
+    "tied",
+)
+_KNOWN_KEYS = (
+    frozenset(f.name for f in dataclasses.fields(Workload))
+    | {"model", "params", "arch"}
+    | frozenset(ARCH_KEYS)
+)
 
 
 _SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
@@ -172,10 +189,14 @@ def _float(raw: Mapping[str, Any], key: str, default: float) -> float:
 
 def _arch(raw: Mapping[str, Any]) -> ModelArch:
     params = parse_count(raw["params"], "params") if "params" in raw else None
-    if "arch" in raw:
-        if not isinstance(raw["arch"], Mapping):
+    flat = {k: raw[k] for k in ARCH_KEYS if k in raw}
+    if "arch" in raw or flat:
+        block = raw.get("arch", {})
+        if not isinstance(block, Mapping):
             raise ConfigError("workload.arch: expected a mapping of layers, hidden, heads, ...")
-        return arch_from_block(dict(raw["arch"]), params)
+        if "model" in raw:
+            raise ConfigError("workload: give either model or an architecture, not both")
+        return arch_from_block({**block, **flat}, params)
     if "model" in raw:
         return with_params(lookup_model(str(raw["model"])), params)
     if params is not None:

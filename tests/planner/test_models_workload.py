@@ -94,6 +94,18 @@ def test_defaults_and_overrides() -> None:
         }
     )
     assert w.arch.kv_dim == 128
+    flat = parse_workload(
+        {
+            "kind": "train",
+            "tokens": "1B",
+            "layers": 2,
+            "hidden": 256,
+            "heads": 4,
+            "vocab": 1000,
+            "kv_heads": 2,
+        }
+    )
+    assert flat.arch == w.arch
 
 
 @pytest.mark.parametrize(
@@ -119,7 +131,15 @@ def test_defaults_and_overrides() -> None:
         ({"kind": "train", "params": "1B", "tokens": "1B", "seqlen": 5}, "workload: unknown key"),
         (
             {"kind": "train", "tokens": "1B", "arch": {"layers": 2, "hidden": 8}},
-            "workload.arch: missing heads, vocab",
+            "workload: architecture missing heads, vocab",
+        ),
+        (
+            {"kind": "train", "tokens": "1B", "layers": 2, "hidden": 8, "heads": 2},
+            "workload: architecture missing vocab",
+        ),
+        (
+            {"kind": "train", "tokens": "1B", "model": "llama-3-8b", "layers": 2},
+            "either model or an architecture",
         ),
         (
             {"kind": "train", "params": "1B", "tokens": "1B", "samples_per_s": 10},
