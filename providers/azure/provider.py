@@ -112,7 +112,7 @@ class AzureProvider(Provider):
             with azure_errors("check"):
                 groups = self._arm().resource.resource_groups.list(top=1)
                 next(iter(groups), None)
-        except (AuthError, NotFoundError, TransientError, ProviderError) as exc:
+        except ProviderError as exc:
             return Availability(False, f"{av.reason}; ARM refused: {exc}", av.sources)
         return Availability(True, f"{av.reason}; resource_groups.list answered", av.sources)
 
@@ -141,42 +141,46 @@ class AzureProvider(Provider):
 
     def fetch_offers(self) -> list[Offer]:
         """Retail Prices API rows joined with size specs: resource_skus.list when
-        credentials exist, else the bundled sizes.csv."""
+        credentials exist (which also drops sizes the subscription may not use in a
+        region), else the bundled sizes.csv."""
         url = str(self.ctx.config.get("retail_prices_url") or retail.DEFAULT_URL)
         client = retail.RetailClient(url, sleep=self.ctx.sleep)
         table = sizes.bundled_sizes()
+        restricted: set[tuple[str, str]] = set()
         if self.availability().enabled:
-            table = {**table, **self._sku_specs(table)}
-        canonical = _canonicalizer()
-        offers, self.unpriced_sizes = retail.build_offers(client.items(), table, canonical)
+            specs, restricted = self._sku_specs(table)
+            table = {**table, **specs}
+        offers, self.unpriced_sizes = retail.build_offers(
+            client.items(), table, _canonicalizer(), restricted=restricted
+        )
         return offers
 
-    def _sku_specs(self, bundled: Mapping[str, sizes.SizeSpec]) -> dict[str, sizes.SizeSpec]:
+    def _sku_specs(
+        self, bundled: Mapping[str, sizes.SizeSpec]
+    ) -> tuple[dict[str, sizes.SizeSpec], set[tuple[str, str]]]:
+        """GPU size specs from resource_skus.list, and the (size, region) pairs restricted
+        for this subscription."""
         out: dict[str, sizes.SizeSpec] = {}
+        restricted: set[tuple[str, str]] = set()
         with azure_errors("resource_skus.list"):
             for sku in self._arm().compute.resource_skus.list():
                 if sku.get("resourceType") != "virtualMachines":
                     continue
+                name = str(sku.get("name"))
                 caps = {
                     str(c.get("name")): str(c.get("value")) for c in sku.get("capabilities") or []
                 }
-                spec = sizes.spec_from_capabilities(str(sku.get("name")), caps)
+                spec = sizes.spec_from_capabilities(name, caps)
                 if spec is None:
                     continue
                 known = bundled.get(spec.name.lower())
                 if known is not None:  # the API does not report local NVMe; the docs do
-                    spec = sizes.SizeSpec(
-                        spec.name,
-                        spec.vcpus,
-                        spec.memory_gb,
-                        spec.gpu_count,
-                        spec.gpu_model,
-                        spec.gpu_memory_gb,
-                        known.nvme_count,
-                        known.nvme_size_gb,
+                    spec = replace(
+                        spec, nvme_count=known.nvme_count, nvme_size_gb=known.nvme_size_gb
                     )
                 out[spec.name.lower()] = spec
-        return out
+                restricted |= {(name.lower(), region) for region in sizes.restricted_regions(sku)}
+        return out, restricted
 
     # -- instances -------------------------------------------------------------------
 

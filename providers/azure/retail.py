@@ -17,7 +17,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Set
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -142,11 +142,13 @@ def build_offers(
     sizes: Mapping[str, SizeSpec],
     canonical: Canonicalize,
     observed_at: str | None = None,
+    restricted: Set[tuple[str, str]] = frozenset(),
 ) -> tuple[list[Offer], list[str]]:
     """Offers from retail rows joined with size specs; also the GPU sizes with no spec.
 
     When a row repeats (same size, region and market), the one with the latest
-    effectiveStartDate wins: older rows are superseded prices.
+    effectiveStartDate wins: older rows are superseded prices. ``restricted`` holds
+    (lower-cased size, region) pairs the subscription may not use; they are left out.
     """
     observed = observed_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     best: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -154,6 +156,8 @@ def build_offers(
         if not is_wanted(item):
             continue
         key = (str(item["armSkuName"]).lower(), str(item.get("armRegionName")), market_of(item))
+        if key[:2] in restricted:
+            continue
         old = best.get(key)
         if old is None or str(item.get("effectiveStartDate", "")) > str(
             old.get("effectiveStartDate", "")

@@ -11,8 +11,10 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 # Series patterns -> (GPU model as the size docs name it, memory per GPU in GB).
 # Source: learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ (2026-12-01).
@@ -100,3 +102,13 @@ def spec_from_capabilities(name: str, caps: dict[str, str]) -> SizeSpec | None:
     except (KeyError, ValueError):
         return None
     return SizeSpec(name, vcpus, mem, gpus, gpu[0], gpu[1])
+
+
+def restricted_regions(sku: Mapping[str, Any]) -> list[str]:
+    """Regions where a resource_skus.list entry may not be used by this subscription
+    (``restrictions`` of type Location, e.g. reasonCode NotAvailableForSubscription)."""
+    out: list[str] = []
+    for r in sku.get("restrictions") or []:
+        if r.get("type") == "Location":
+            out.extend(str(v) for v in r.get("values") or [])
+    return out

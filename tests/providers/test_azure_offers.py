@@ -112,6 +112,9 @@ def test_refresh_with_credentials_joins_resource_skus(
     h100 = next(o for o in offers if o.instance_type == "Standard_ND96isr_H100_v5")
     assert (h100.vcpus, h100.memory_gb, h100.gpu_count) == (96.0, 1900.0, 8)
     assert h100.nvme_count == 8  # local NVMe comes from the size docs, not the API
+    # NC4as_T4_v3 is NotAvailableForSubscription in westeurope: its offers are left out.
+    assert not [o for o in offers if o.region == "westeurope"]
+    assert len(offers) == 4
 
 
 def test_size_names_give_the_gpu_model() -> None:
