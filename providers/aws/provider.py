@@ -69,6 +69,7 @@ class AWSProvider(Provider):
         self._gpus = gpus
         self._region_of: dict[str, str] = {}
         self._notice_checked: dict[str, float] = {}
+        self._all_regions: tuple[str, ...] | None = None
 
     # -- discovery -------------------------------------------------------------------
 
@@ -92,6 +93,17 @@ class AWSProvider(Provider):
             av.sources,
         )
 
+    def regions(self) -> tuple[str, ...]:
+        """The configured regions, else every region enabled for the account (asked once):
+        a sweep after a crash must find instances wherever the catalog sent them."""
+        if self.settings.regions:
+            return self.settings.regions
+        if self._all_regions is None:
+            ec2 = self.clients.ec2(self.settings.home_region)
+            out = self.call("describe_regions", ec2.describe_regions)
+            self._all_regions = tuple(sorted(r["RegionName"] for r in out.get("Regions", [])))
+        return self._all_regions
+
     # -- offers ----------------------------------------------------------------------
 
     def fetch_offers(self) -> list[Offer]:
@@ -104,7 +116,7 @@ class AWSProvider(Provider):
         gpus = self._gpus or load_registry()
         now = datetime.fromtimestamp(self.ctx.clock(), tz=UTC).replace(microsecond=0)
         offers: list[Offer] = []
-        for region in self.settings.regions:
+        for region in self.regions():
             offers += fetch_region(
                 self.call, self.clients.ec2(region), self.clients.pricing(), region, gpus, now
             )
@@ -113,7 +125,7 @@ class AWSProvider(Provider):
     # -- instances -------------------------------------------------------------------
 
     def create(self, request: CreateRequest) -> Instance:
-        region = request.offer.region or self.settings.regions[0]
+        region = request.offer.region or self.settings.home_region
         ec2 = self.clients.ec2(region)
         if request.idempotency_token:
             again = find_raw(self.call, ec2, {launch.TAG_TOKEN: request.idempotency_token})
@@ -196,9 +208,9 @@ class AWSProvider(Provider):
         )
 
     def _locate(self, instance_id: str) -> tuple[str, dict[str, Any]] | None:
-        """(region, describe item) of an instance, searching the configured regions."""
+        """(region, describe item) of an instance, searching the regions in use."""
         known = self._region_of.get(instance_id)
-        regions = ([known] if known else []) + [r for r in self.settings.regions if r != known]
+        regions = ([known] if known else []) + [r for r in self.regions() if r != known]
         for region in regions:
             item = describe_raw(self.call, self.clients.ec2(region), instance_id)
             if item is not None:
@@ -213,7 +225,7 @@ class AWSProvider(Provider):
 
     def list_instances(self, tags: Mapping[str, str]) -> list[Instance]:
         out: list[Instance] = []
-        for region in self.settings.regions:
+        for region in self.regions():
             for item in find_raw(self.call, self.clients.ec2(region), tags):
                 out.append(self._record(item, region))
         return out
@@ -258,7 +270,7 @@ class AWSProvider(Provider):
             return None
         self._notice_checked[instance.id] = now
         request_id = instance.extra.get("spot_request_id")
-        region = instance.region or self.settings.regions[0]
+        region = instance.region or self.settings.home_region
         if not request_id:
             return None
         ec2 = self.clients.ec2(region)

@@ -64,7 +64,7 @@ class Clients:
         return self.client("ec2", region, self.settings.endpoint_url)
 
     def sts(self) -> Any:
-        return self.client("sts", self.settings.regions[0], self.settings.endpoint_url)
+        return self.client("sts", self.settings.home_region, self.settings.endpoint_url)
 
     def pricing(self) -> Any:
         # The Price List API is served from us-east-1 (and a few others), whatever

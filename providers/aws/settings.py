@@ -4,7 +4,8 @@ Every key is optional. Bad values raise ConfigError naming the key and the expec
 form. This module reads only the mapping it is given: no files, no environment, no SDK.
 
     [providers.aws]
-    regions = ["us-east-1", "us-west-2"]   # where refresh looks (default: us-east-1)
+    regions = ["us-east-1", "us-west-2"]   # where refresh and sweeps look
+                                           # (default: every region enabled for the account)
     endpoint_url = "http://127.0.0.1:5000" # EC2/STS endpoint (e.g. a moto server)
     pricing_endpoint_url = "..."           # Price List API endpoint (default: AWS's)
     pricing_region = "us-east-1"           # the Price List API lives there
@@ -45,7 +46,8 @@ DEFAULT_PUBLIC_IP_URL = "https://checkip.amazonaws.com"
 
 @dataclass(frozen=True)
 class AwsSettings:
-    regions: tuple[str, ...] = ("us-east-1",)
+    regions: tuple[str, ...] = ()  # empty: every region the account has enabled
+    home_region: str = "us-east-1"  # for account-wide calls (STS, describe_regions)
     endpoint_url: str | None = None
     pricing_endpoint_url: str | None = None
     pricing_region: str = "us-east-1"
@@ -109,7 +111,8 @@ def parse_settings(table: Mapping[str, Any]) -> AwsSettings:
     if not isinstance(private, bool):
         raise ConfigError("providers.aws.use_private_ip: expected true or false")
     return AwsSettings(
-        regions=_str_list(table, "regions", ("us-east-1",)),
+        regions=_str_list(table, "regions", ()),
+        home_region=(_str_list(table, "regions", ("us-east-1",)))[0],
         endpoint_url=_str(table, "endpoint_url"),
         pricing_endpoint_url=_str(table, "pricing_endpoint_url"),
         pricing_region=_str(table, "pricing_region") or "us-east-1",

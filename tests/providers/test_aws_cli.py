@@ -76,7 +76,7 @@ def test_catalog_refresh_then_auth_failure_leaves_the_cache(
     with pricing_replay(load_products(), page_size=5) as srv:
         paths = _configure(
             cloudgpu_home,
-            f'[providers.aws]\nendpoint_url = "{moto_url}"\n'
+            f'[providers.aws]\nregions = ["us-east-1"]\nendpoint_url = "{moto_url}"\n'
             f'pricing_endpoint_url = "{url_of(srv)}"\n',
         )
         code, out, err = main_exit(["catalog", "refresh", "--provider", "aws"])
@@ -93,7 +93,7 @@ def test_catalog_refresh_then_auth_failure_leaves_the_cache(
     with pricing_replay(load_products(), faults=[(400, "UnrecognizedClientException")]) as bad:
         _configure(
             cloudgpu_home,
-            f'[providers.aws]\nendpoint_url = "{moto_url}"\n'
+            f'[providers.aws]\nregions = ["us-east-1"]\nendpoint_url = "{moto_url}"\n'
             f'pricing_endpoint_url = "{url_of(bad)}"\n',
         )
         code, out, err = main_exit(["catalog", "refresh", "--provider", "aws"])
@@ -111,7 +111,7 @@ def test_down_orphans_removes_a_tagged_instance_no_job_owns(
         'image_owners = ["self"]\npoll_s = 0\n',
     )
     # As if a client crashed right after create: an instance tagged for a job the store
-    # never recorded.
+    # never recorded. No `regions` configured: the sweep searches every enabled region.
     prov = make_provider(moto_url, paths, str(tmp_path))
     job = f"crashed-{int(time.time())}"
     tags = {TAG_JOB: job, TAG_OWNER: owner(), TAG_EXPIRES: str(int(time.time()) + 600)}
