@@ -297,3 +297,26 @@ def test_create_that_times_out_removes_what_it_made(arm: FakeArm, paths: Paths) 
     with pytest.raises(CapacityError, match="not provisioned within"):
         provider.create(request("job-slow"))
     assert arm.state.groups == {}
+
+
+def test_preemption_notice_sees_an_evicted_spot_vm(arm: FakeArm, paths: Paths) -> None:
+    now = [1000.0]
+    ctx = ProviderContext(
+        config=provider_config(arm, notice_poll_s=10),
+        paths=paths,
+        env={},
+        clock=lambda: now[0],
+        sleep=lambda s: None,
+    )
+    provider = AzureProvider(ctx, credential=StaticToken())
+    spot = provider.create(request("job-notice", make_offer(market="spot")))
+    assert provider.preemption_notice(spot) is None
+    arm.state.evict(spot.id)
+    now[0] += 5
+    assert provider.preemption_notice(spot) is None  # asked again too soon: no API call
+    now[0] += 6
+    assert provider.preemption_notice(spot) == now[0]
+    provider.terminate(spot.id)
+    on_demand = provider.create(request("job-od"))
+    assert provider.preemption_notice(on_demand) is None
+    provider.terminate(on_demand.id)
