@@ -71,3 +71,13 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[0:1] != ["Z"]
+
+
+def kill_script(instance_id: str) -> str:
+    """Shell text that stops the instance's processes on another machine (TERM, then KILL)."""
+    return (
+        "scan() { for f in /proc/[0-9]*/environ; do "
+        f"if tr '\\0' '\\n' < \"$f\" 2>/dev/null | grep -qx '{INSTANCE_ENV}={instance_id}'; "
+        'then p=${f#/proc/}; kill -"$1" "${p%/environ}" 2>/dev/null; fi; done; }; '
+        "scan TERM; sleep 2; scan KILL; true"
+    )

@@ -148,6 +148,7 @@ def _run(
         owner=owner(),
         connect=remote.connect,
         env=app.env,
+        ssh_timeout=_ssh_timeout(app),
     )
     try:
         with teardown_on_signals():
@@ -159,6 +160,13 @@ def _run(
         raise
     finally:
         sink.close()
+
+
+def _ssh_timeout(app: App) -> float:
+    value = app.config.section("launch").get("ssh_timeout", 300)
+    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+        raise ConfigError("launch.ssh_timeout: expected seconds > 0")
+    return float(value)
 
 
 def _maybe_reaper(app: App, job: JobSpec, job_id: str, keep: bool, log_path: Path) -> None:

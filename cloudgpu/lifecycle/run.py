@@ -28,6 +28,7 @@ from cloudgpu.lifecycle.stage import (
     checkpoint_dir,
     collect_outputs,
     flush_checkpoint,
+    on_instance,
     restore_checkpoint,
     stage_data,
 )
@@ -188,7 +189,7 @@ class JobRun:
             "CLOUDGPU_NVME": machine.nvme_path,
         }
         if self.job.checkpoint:
-            env["CLOUDGPU_CHECKPOINT"] = self.job.checkpoint
+            env["CLOUDGPU_CHECKPOINT"] = on_instance(machine, self.job.checkpoint)
         for step, command in ((states.SETUP, self.job.setup), (states.RUNNING, self.job.run)):
             if not command.strip() or self.watcher.reason:
                 continue

@@ -71,7 +71,7 @@ def _gpu_shortfalls(res: Resources, o: Offer, wanted: frozenset[str] | None) -> 
     if o.gpu_count == 0:
         return ["no GPU"]
     out = []
-    if wanted is not None and o.gpu not in wanted:
+    if wanted is not None and o.gpu not in wanted and o.gpu.lower() != (g.name or "").lower():
         out.append(f"GPU {o.gpu}, not {g.name}")
     if g.min_memory_gb and o.gpu_memory_gb < g.min_memory_gb:
         out.append(f"{o.gpu_memory_gb:g} GB per GPU < {g.min_memory_gb:g} GB")

@@ -18,6 +18,13 @@ from cloudgpu.remote import Machine, ProgressFn, TransferStats
 from cloudgpu.spec.model import JobSpec
 
 
+def on_instance(machine: Machine, path: str) -> str:
+    """A job path on the instance: ``/nvme/...`` means wherever its NVMe is mounted."""
+    if path == "/nvme" or path.startswith("/nvme/"):
+        return machine.nvme_path.rstrip("/") + path[len("/nvme") :]
+    return path
+
+
 def local_source(job: JobSpec, src: str) -> Path:
     return Path(job.base_dir or ".", os.path.expanduser(src))
 
@@ -49,9 +56,9 @@ def stage_data(
             src = local_source(job, item.src)
         label = f"staging {item.src} -> {item.dst}"
         if src.is_dir():
-            stats = machine.put_dir(src, item.dst, progress=bar(sink, label))
+            stats = machine.put_dir(src, on_instance(machine, item.dst), progress=bar(sink, label))
         else:
-            stats = machine.put_file(src, item.dst, progress=bar(sink, label))
+            stats = machine.put_file(src, on_instance(machine, item.dst), progress=bar(sink, label))
         sink.info(
             f"{item.dst}: {stats.files_sent} file(s) sent ({human_bytes(stats.bytes_sent)}), "
             f"{stats.files_skipped} unchanged"
@@ -69,7 +76,7 @@ def flush_checkpoint(machine: Machine, job: JobSpec, local: Path, sink: Sink) ->
     if not job.checkpoint:
         return False
     try:
-        stats = machine.get_dir(job.checkpoint, local)
+        stats = machine.get_dir(on_instance(machine, job.checkpoint), local)
     except RemoteError as exc:
         sink.info(f"checkpoint {job.checkpoint} not saved: {exc}")
         return False
@@ -80,7 +87,7 @@ def flush_checkpoint(machine: Machine, job: JobSpec, local: Path, sink: Sink) ->
 def restore_checkpoint(machine: Machine, job: JobSpec, local: Path, sink: Sink) -> None:
     if not job.checkpoint or not local.is_dir():
         return
-    stats = machine.put_dir(local, job.checkpoint)
+    stats = machine.put_dir(local, on_instance(machine, job.checkpoint))
     sink.info(f"checkpoint restored to {job.checkpoint}: {stats.files_sent} file(s)")
 
 
@@ -91,7 +98,7 @@ def collect_outputs(machine: Machine, job: JobSpec, sink: Sink) -> list[str]:
         dst = local_source(job, out.dst)
         label = f"collecting {out.src} -> {dst}"
         try:
-            stats = machine.get_dir(out.src, dst, progress=bar(sink, label))
+            stats = machine.get_dir(on_instance(machine, out.src), dst, progress=bar(sink, label))
         except RemoteError as exc:
             problems.append(f"{out.src}: {exc}")
             sink.info(f"output {out.src} not collected: {exc}")
