@@ -150,11 +150,19 @@ def kv_cache_bytes_per_token(arch: ModelArch, bytes_per_value: float = 2.0) -> f
     return 2.0 * arch.layers * arch.kv_dim * bytes_per_value
 
 
+def inference_context(w: Workload) -> int:
+    """Tokens one sequence holds at its longest: the stated context (seq_len) or, when
+    only requests are given, their prompt plus output."""
+    if "seq_len" in w.explicit or not w.requests:
+        return w.seq_len
+    return w.input_tokens + w.output_tokens
+
+
 def inference_extras(w: Workload, lay: Layout) -> dict[str, float]:
     """KV cache for ``batch`` sequences at full context, prefill workspace, last logits."""
     arch, tp = w.arch, lay.tensor_parallel
     kv_b = 1.0 if w.precision == "fp8" else 2.0
-    context = max(w.seq_len, w.input_tokens + w.output_tokens)
+    context = inference_context(w)
     batch = lay.batch or w.batch or 1
     kv = kv_cache_bytes_per_token(arch, kv_b) * context * batch / tp
     chunk = min(batch * context, 8192)  # chunked prefill bounds one layer's transients

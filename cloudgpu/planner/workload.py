@@ -90,6 +90,7 @@ class Workload:
     cpu_samples_per_s: float = 0.0
     spot_interruptions_per_hour: float = 0.05
     checkpoint_minutes: float = 30.0
+    explicit: frozenset[str] = frozenset()  # keys the job stated (the rest are defaults)
 
     @property
     def training(self) -> bool:
@@ -117,7 +118,7 @@ ARCH_KEYS = (
     "tied",
 )
 _KNOWN_KEYS = (
-    frozenset(f.name for f in dataclasses.fields(Workload))
+    frozenset(f.name for f in dataclasses.fields(Workload)) - {"explicit"}
     | {"model", "params", "arch"}
     | frozenset(ARCH_KEYS)
 )
@@ -253,6 +254,7 @@ def parse_workload(raw: Mapping[str, Any]) -> Workload:
         cpu_samples_per_s=_float(raw, "cpu_samples_per_s", 0.0),
         spot_interruptions_per_hour=_float(raw, "spot_interruptions_per_hour", 0.05),
         checkpoint_minutes=_float(raw, "checkpoint_minutes", 30.0),
+        explicit=frozenset(raw),
     )
     _check_consistent(w, raw)
     return w

@@ -138,3 +138,19 @@ def test_inference_memory_is_weights_kv_and_overhead() -> None:
         {"kind": "inference", "model": "llama-3.1-8b", "requests": 10, "precision": "int4"}
     )
     assert memory_breakdown(int4, Layout(1, sharding="none"))["weights"] < 8.03e9 * 0.6
+
+
+def test_inference_context_is_prompt_plus_output_unless_stated() -> None:
+    base = {
+        "kind": "inference",
+        "model": "llama-3.1-8b",
+        "requests": 10,
+        "batch": 4,
+        "input_tokens": 1000,
+        "output_tokens": 200,
+    }
+    lay = Layout(1, sharding="none")
+    kv = memory_breakdown(parse_workload(base), lay)["kv_cache"]
+    assert kv == pytest.approx(131072 * 1200 * 4)
+    stated = memory_breakdown(parse_workload({**base, "seq_len": 8192}), lay)["kv_cache"]
+    assert stated == pytest.approx(131072 * 8192 * 4)
