@@ -372,7 +372,7 @@ def pinned_offer(
         memory_gb=0.0,
         price_per_hour=per_gpu * count,
         network_gbps=network,
-        price_source="cheapest catalog $/GPU-hour" if same else "no catalog price",
+        price_source="cheapest catalog $/GPU-hour" if same else "no catalog price ($0)",
     )
 
 
@@ -426,3 +426,8 @@ def estimate(
     )
     result = make_plan(job, offers, registry=registry, objective=objective, history=_history(app))
     emit(result, as_json, limit, all_rows)
+    if gpu and count is not None and not as_json:
+        click.echo(
+            f"note: {count}x {offers[0].gpu} is hypothetical, priced at the"
+            f" {offers[0].price_source}"
+        )
