@@ -226,3 +226,12 @@ class Teardown:
                 return False
             raise
         return True
+
+    def key_pair_exists(self, key_name: str) -> bool:
+        try:
+            out = self.call("describe_key_pairs", self.ec2.describe_key_pairs, KeyNames=[key_name])
+        except ProviderError as err:
+            if is_not_found(err):
+                return False
+            raise
+        return bool(out.get("KeyPairs"))

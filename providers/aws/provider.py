@@ -29,7 +29,7 @@ from cloudgpu_providers.aws.settings import DLAMI_NVME_MOUNT, AwsSettings, parse
 
 from cloudgpu.catalog.gpus import GpuRegistry, load_registry
 from cloudgpu.catalog.offer import Offer
-from cloudgpu.errors import AuthError, ProviderError
+from cloudgpu.errors import AuthError, ProviderError, TransientError
 from cloudgpu.provider import (
     Availability,
     Capabilities,
@@ -243,16 +243,19 @@ class AWSProvider(Provider):
         name = owned_name(item.get("KeyName"))
         if name:
             remove_key_files(self.ctx.paths.keys_dir, name)
+        # Verify: nothing made for this instance may outlive it.
         left = [
-            g["GroupId"]
+            f"security group {g['GroupId']}"
             for g in item.get("SecurityGroups", [])
             if owned_name(g.get("GroupName")) and teardown.group_exists(g["GroupId"])
         ]
+        if name and teardown.key_pair_exists(item["KeyName"]):
+            left.append(f"key pair {item['KeyName']}")
         if left:
-            raise ProviderError(
-                f"{instance_id}: security group(s) {', '.join(left)} remain",
+            raise TransientError(
+                f"{instance_id} is terminated but its {', '.join(left)} remain",
                 provider=PROVIDER,
-                hint="run `cloudgpu down --orphans`",
+                hint="run the same `cloudgpu down` again in a minute",
             )
 
     def preemption_notice(self, instance: Instance) -> float | None:

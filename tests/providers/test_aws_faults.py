@@ -188,3 +188,35 @@ def test_create_whose_answer_is_lost_leaves_nothing(
         == []
     )
     assert _leftovers(moto_url, req.name) == ([], [])
+
+
+def test_terminate_cancels_the_spot_request(moto_url: str, paths: Paths, tmp_path: Path) -> None:
+    ec2 = ec2_client(moto_url)
+    image = register_dlami(moto_url)
+    sir = ec2.request_spot_instances(
+        InstanceCount=1,
+        Type="one-time",
+        LaunchSpecification={"ImageId": image, "InstanceType": "g5.xlarge"},
+    )["SpotInstanceRequests"][0]["SpotInstanceRequestId"]
+    assert _open_spot_requests(ec2) == {sir}
+    with capacity_proxy(moto_url, spot_request_id=sir) as proxy:
+        prov = make_provider(url_of(proxy), paths, str(tmp_path))
+        inst = prov.create(_request_spot())
+        assert inst.extra["spot_request_id"] == sir
+        prov.terminate(inst.id)
+    assert _open_spot_requests(ec2) == set()  # cancelled (moto then forgets it)
+
+
+def _open_spot_requests(ec2: object) -> set[str]:
+    reqs = ec2.describe_spot_instance_requests()["SpotInstanceRequests"]  # type: ignore[attr-defined]
+    return {r["SpotInstanceRequestId"] for r in reqs if r["State"] in ("open", "active")}
+
+
+def _request_spot() -> CreateRequest:
+    job = f"s-{uuid.uuid4().hex[:8]}"
+    return CreateRequest(
+        offer=offer(market="spot"),
+        name=job,
+        tags={TAG_JOB: job},
+        idempotency_token=uuid.uuid4().hex,
+    )

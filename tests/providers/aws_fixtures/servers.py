@@ -155,6 +155,13 @@ class CapacityProxyHandler(_Quiet):
                 b"<ipAddress>" + srv.public_ip.encode() + b"</ipAddress>",
                 data,
             )
+        if srv.spot_request_id and action in ("RunInstances", "DescribeInstances"):
+            # Real EC2 links a spot instance to its request; moto leaves the link out.
+            link = f"<spotInstanceRequestId>{srv.spot_request_id}</spotInstanceRequestId>"
+            data = data.replace(
+                b"<instanceLifecycle>spot</instanceLifecycle>",
+                b"<instanceLifecycle>spot</instanceLifecycle>" + link.encode(),
+            )
         if action in srv.lose:
             # The call reached EC2 but its answer is lost on the way back, as on a
             # timeout: the client sees a 503 although the instance exists.
@@ -185,11 +192,13 @@ def capacity_proxy(
     lose: frozenset[str] = frozenset(),
     public_ip: str = "",
     authorized_keys: Path | None = None,
+    spot_request_id: str = "",
 ) -> Iterator[_Server]:
     """``scripted``: per EC2 Action, (status, body) answered first, in order;
     ``lose``: Actions forwarded to moto whose answer is replaced by a 503;
     ``public_ip``: the address instances report (e.g. a loopback sshd's);
-    ``authorized_keys``: where imported key pairs are authorized, as cloud-init does."""
+    ``authorized_keys``: where imported key pairs are authorized, as cloud-init does;
+    ``spot_request_id``: the request id spot instances report (moto links none)."""
     with serve(
         CapacityProxyHandler,
         upstream=upstream,
@@ -199,6 +208,7 @@ def capacity_proxy(
         lose=set(lose),
         public_ip=public_ip,
         authorized_keys=authorized_keys,
+        spot_request_id=spot_request_id,
         refused=[],
     ) as server:
         yield server
