@@ -145,9 +145,14 @@ def resolve_image(
 
 def ensure_key_pair(
     call: Caller, ec2: Any, key_name: str, public_key: str, tags: Mapping[str, str]
-) -> bool:
-    """Import ``public_key`` as ``key_name``; True when made now, False when it existed."""
-    try:
+) -> None:
+    """Import ``public_key`` as ``key_name``.
+
+    A pair of that name left by an earlier attempt may hold another key, so it is
+    replaced; deleting a key pair never touches instances already running with it.
+    """
+
+    def _import() -> None:
         call(
             "import_key_pair",
             ec2.import_key_pair,
@@ -155,11 +160,14 @@ def ensure_key_pair(
             PublicKeyMaterial=public_key.encode(),
             TagSpecifications=[tag_spec("key-pair", tags)],
         )
-        return True
+
+    try:
+        _import()
     except ProviderError as err:
-        if cause_code(err) == "InvalidKeyPair.Duplicate":
-            return False
-        raise
+        if cause_code(err) != "InvalidKeyPair.Duplicate":
+            raise
+        call("delete_key_pair", ec2.delete_key_pair, KeyName=key_name)
+        _import()
 
 
 def ensure_security_group(

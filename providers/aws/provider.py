@@ -128,7 +128,8 @@ class AWSProvider(Provider):
         region = request.offer.region or self.settings.home_region
         ec2 = self.clients.ec2(region)
         if request.idempotency_token:
-            again = find_raw(self.call, ec2, {launch.TAG_TOKEN: request.idempotency_token})
+            token = request.idempotency_token[:64]
+            again = find_raw(self.call, ec2, {launch.TAG_TOKEN: token})
             if again:  # a retried create: the first one got through
                 return self._record(again[0], region)
         info = launch.instance_type_info(self.call, ec2, request.offer.instance_type)
@@ -141,8 +142,8 @@ class AWSProvider(Provider):
         name = launch.resource_name(request.name)
         made: dict[str, str] = {}
         try:
-            if launch.ensure_key_pair(self.call, ec2, name, key.public_key, request.tags):
-                made["key"] = name
+            launch.ensure_key_pair(self.call, ec2, name, key.public_key, request.tags)
+            made["key"] = name
             group_id, new_group = launch.ensure_security_group(
                 self.call, ec2, name, cidr, request.tags, self.settings.ssh_port
             )
@@ -187,8 +188,9 @@ class AWSProvider(Provider):
             if "key" in made:
                 self.call("delete_key_pair", ec2.delete_key_pair, KeyName=made["key"])
         except ProviderError:
-            # The create's own error is the one to report; whatever is left carries the
-            # job's tags and is removed by `cloudgpu down --orphans`.
+            # The create's own error is the one to report. An instance left behind
+            # carries the job's tags (`cloudgpu down --orphans` finds it); a group or key
+            # pair is named cloudgpu-<name>, tagged, and replaced by the next create.
             pass
         finally:
             if generated:

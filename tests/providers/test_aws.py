@@ -311,3 +311,19 @@ def test_catalog_zone_ids_are_placed_by_name(provider: AWSProvider) -> None:
         provider.terminate(inst.id)
     with pytest.raises(NotFoundError, match="use1-az99"):
         provider.create(_request(offer(zone="use1-az99")))
+
+
+def test_a_stale_key_pair_of_the_same_name_is_replaced(
+    provider: AWSProvider, moto_url: str
+) -> None:
+    ec2 = ec2_client(moto_url)
+    req = _request(offer())
+    stale = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl old"
+    ec2.import_key_pair(KeyName=f"cloudgpu-{req.name}", PublicKeyMaterial=stale.encode())
+    old = ec2.describe_key_pairs(KeyNames=[f"cloudgpu-{req.name}"])["KeyPairs"][0]
+    inst = provider.create(req)  # no public key given: a fresh one is generated
+    try:
+        new = ec2.describe_key_pairs(KeyNames=[f"cloudgpu-{req.name}"])["KeyPairs"][0]
+        assert new["KeyFingerprint"] != old["KeyFingerprint"]
+    finally:
+        provider.terminate(inst.id)
