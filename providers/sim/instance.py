@@ -28,6 +28,8 @@ from cloudgpu.errors import ProviderError
 # Where the instance's own directory appears inside its private mount namespace.
 INSIDE = "/run/cloudgpu-instance"
 NOTICE = "meta/preemption-notice"
+# The watchdog's pid as the instance sees it; `$CLOUDGPU_POWEROFF` signals it.
+POWEROFF_PID = "watchdog.pid"
 PENDING, RUNNING, PREEMPTED, TERMINATED = "pending", "running", "preempted", "terminated"
 LIVE = (PENDING, RUNNING)
 

@@ -174,8 +174,13 @@ class SimProvider(Provider):
             "CLOUDGPU_NVME": nvme,
             "CLOUDGPU_INSTANCE_ID": d.name,
             "CLOUDGPU_PREEMPTION_NOTICE": f"{inside}/{inst.NOTICE}",
+            # How the instance powers itself off (sshd's SetEnv value: no spaces).
+            "CLOUDGPU_POWEROFF": f"{inside}/poweroff",
         }
         (d / "sshd_config").write_text(inst.sshd_config(d, inside, port, user, env))
+        poweroff = d / "poweroff"
+        poweroff.write_text(f'#!/bin/sh\nexec kill -USR1 "$(cat {inside}/{inst.POWEROFF_PID})"\n')
+        poweroff.chmod(0o755)
         preempt_after = self.ctx.config.get("preempt_after")
         state: dict[str, Any] = {
             "id": d.name,

@@ -29,6 +29,7 @@ from typing import Any
 from cloudgpu_providers.sim.instance import (
     NOTICE,
     PENDING,
+    POWEROFF_PID,
     PREEMPTED,
     RUNNING,
     TERMINATED,
@@ -166,7 +167,14 @@ def main(argv: list[str]) -> int:
             sshd.kill()
         sys.exit(0)
 
+    def on_poweroff(signum: int, frame: object) -> None:
+        # `$CLOUDGPU_POWEROFF` inside the instance: like `shutdown -h now` on a cloud VM
+        # whose shutdown behaviour is terminate, billing stops and the instance is gone.
+        stop(d, TERMINATED, "powered off from inside the instance", sshd)
+
     signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGUSR1, on_poweroff)
+    (d / POWEROFF_PID).write_text(str(os.getpid()))
     while True:
         cur = read_state(d)
         if cur is None:

@@ -19,7 +19,10 @@
 #   RUNNER_DIR       install directory                (default /opt/cloudgpu-runner)
 #   IDLE_TIMEOUT_S   seconds to wait for a job        (default 600)
 #   TTL_S            hard lifetime in seconds         (default 10800)
-#   POWEROFF_CMD     how this machine powers off      (default "shutdown -h now")
+#   POWEROFF_CMD     how this machine powers off      (default: $CLOUDGPU_POWEROFF when the
+#                    provider sets it, "shutdown -h now" on a disposable VM, else nothing:
+#                    a machine the user owns is never powered off)
+#   CLOUDGPU_DISPOSABLE  1 on a VM made for this runner
 set -euo pipefail
 
 # actions/runner v2.324.0, linux-x64; checksum as published in the release notes.
@@ -29,10 +32,32 @@ RUNNER_URL="${RUNNER_URL:-https://github.com/actions/runner/releases/download/v$
 RUNNER_DIR="${RUNNER_DIR:-/opt/cloudgpu-runner}"
 IDLE_TIMEOUT_S="${IDLE_TIMEOUT_S:-600}"
 TTL_S="${TTL_S:-10800}"
-POWEROFF_CMD="${POWEROFF_CMD:-shutdown -h now}"
+if [ -z "${POWEROFF_CMD:-}" ]; then
+  if [ -n "${CLOUDGPU_POWEROFF:-}" ]; then
+    POWEROFF_CMD="$CLOUDGPU_POWEROFF"
+  elif [ "${CLOUDGPU_DISPOSABLE:-0}" = 1 ]; then
+    if [ "$(id -u)" = 0 ]; then POWEROFF_CMD="shutdown -h now"; else POWEROFF_CMD="sudo -n shutdown -h now"; fi
+  fi
+fi
 
 log() { printf '%s cloudgpu-runner: %s\n' "$(date -u +%FT%TZ)" "$*" >>"$RUNNER_DIR/bootstrap.log"; }
-poweroff_now() { log "powering off: $1"; sh -c "$POWEROFF_CMD" || true; }
+poweroff_now() {
+  if [ -n "${POWEROFF_CMD:-}" ]; then
+    log "powering off: $1"
+    sh -c "$POWEROFF_CMD" || true
+  else
+    log "stopping the runner (this machine is not disposable, so it stays on): $1"
+    for f in .runner.pid .watchdog.pid; do
+      [ -f "$RUNNER_DIR/$f" ] && kill "$(cat "$RUNNER_DIR/$f")" 2>/dev/null || true
+    done
+  fi
+}
+fetch() {  # URL FILE: curl, else wget, else Python (one of them is on every image we use)
+  if command -v curl >/dev/null 2>&1; then curl -fsSL --retry 5 -o "$2" "$1"
+  elif command -v wget >/dev/null 2>&1; then wget -q -O "$2" "$1"
+  else python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' "$1" "$2"
+  fi
+}
 
 mkdir -p "$RUNNER_DIR"
 cd "$RUNNER_DIR"
@@ -53,7 +78,7 @@ echo $! > .watchdog.pid
 
 if [ ! -x ./run.sh ]; then
   log "downloading runner ${RUNNER_VERSION}"
-  curl -fsSL --retry 5 -o runner.tar.gz "$RUNNER_URL"
+  fetch "$RUNNER_URL" runner.tar.gz
   echo "${RUNNER_SHA256}  runner.tar.gz" | sha256sum -c --quiet - \
     || { log "runner checksum mismatch"; poweroff_now "checksum mismatch"; exit 3; }
   tar xzf runner.tar.gz
@@ -75,7 +100,9 @@ rm -f .jit
 
 log "starting runner"
 set +e
-./run.sh >>"$RUNNER_DIR/runner.log" 2>&1
+./run.sh >>"$RUNNER_DIR/runner.log" 2>&1 &
+echo $! > .runner.pid
+wait $!
 status=$?
 set -e
 unset ACTIONS_RUNNER_INPUT_JITCONFIG
