@@ -23,7 +23,13 @@ from dataclasses import replace
 from typing import Any
 
 from cloudgpu_providers.azure import bodies, deploy, keys, retail, sizes
-from cloudgpu_providers.azure.arm import ArmClients, ArmSettings, azure_errors, make_clients
+from cloudgpu_providers.azure.arm import (
+    ArmClients,
+    ArmSettings,
+    azure_errors,
+    error_code,
+    make_clients,
+)
 from cloudgpu_providers.azure.auth import detect, make_credential
 
 from cloudgpu.catalog.gpus import load_registry
@@ -291,8 +297,10 @@ class AzureProvider(Provider):
         with azure_errors(f"preemption check {instance.id}"):
             try:
                 vm = self._arm().compute.virtual_machines.get(instance.id, vm_name)
-            except ResourceNotFoundError:
-                return now
+            except ResourceNotFoundError as exc:
+                # The VM gone from a group that is still there: evicted. The whole group
+                # gone: terminated by us (a teardown), which is no preemption.
+                return None if error_code(exc)[0] == "ResourceGroupNotFound" else now
         state = (vm.get("properties") or {}).get("provisioningState")
         return now if state == "Deleting" else None
 

@@ -317,6 +317,8 @@ def test_preemption_notice_sees_an_evicted_spot_vm(arm: FakeArm, paths: Paths) -
     now[0] += 6
     assert provider.preemption_notice(spot) == now[0]
     provider.terminate(spot.id)
+    now[0] += 11
+    assert provider.preemption_notice(spot) is None  # deleted by us: not a preemption
     on_demand = provider.create(request("job-od"))
     assert provider.preemption_notice(on_demand) is None
     provider.terminate(on_demand.id)

@@ -11,6 +11,7 @@ sshd's port reaches the provider through its ``ssh_port`` setting.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 from cloudgpu.paths import default_paths
 from tests.fixtures.azure.fake_arm import FakeArm
 from tests.fixtures.azure.support import TOKEN, az_login
-from tests.lifecycle.helpers import cli_proc, job_file, main_exit, store
+from tests.lifecycle.helpers import cli_proc, job_file, main_exit, store, wait_for
 from tests.remote.sshd import SSHDServer, start_sshd
 
 pytestmark = pytest.mark.slow
@@ -120,4 +121,51 @@ def test_no_capacity_fails_cleanly_and_leaves_nothing(
     code, _, err = main_exit(["launch", str(job), "--yes"])
     assert code != 0 and "Traceback" not in err
     assert "SkuNotAvailable" in err or "capacity" in err.lower()
+    assert arm.state.groups == {}
+
+
+SPOT_JOB = """\
+name: az-spot
+resources:
+  gpu: T4
+  spot: true
+  providers: [azure]
+env:
+  MARK: {mark}
+run: |
+  if [ -f "$MARK" ]; then echo "resumed on $CLOUDGPU_INSTANCE"; else touch "$MARK"; sleep 120; fi
+limits:
+  max_runtime: 5m
+  max_cost: 5
+"""
+
+
+def test_spot_eviction_moves_the_job_to_another_offer(
+    configured: tuple[Path, dict[str, str]], arm: FakeArm, cloudgpu_home: Path, tmp_path: Path
+) -> None:
+    mark = tmp_path / "first-run-started"
+    job = job_file(tmp_path, SPOT_JOB.format(mark=mark), name="spot.yaml")
+    config = default_paths({"CLOUDGPU_HOME": str(cloudgpu_home)}).config_file
+    config.write_text(
+        config.read_text().replace(
+            "polling_interval = 0\n", "polling_interval = 0\nnotice_poll_s = 1\n"
+        )
+    )
+
+    def evict_when_running() -> None:
+        wait_for(mark.exists, timeout=120, what="the first run to start")
+        (group,) = [g["name"] for g in arm.state.groups.values()]
+        arm.state.evict(group)
+
+    evictor = threading.Thread(target=evict_when_running, daemon=True)
+    evictor.start()
+    code, out, err = main_exit(["launch", str(job), "--yes"])
+    evictor.join(5)
+    assert code == 0, err
+    assert "resumed on" in out
+    (rec,) = store(cloudgpu_home).jobs()
+    assert rec.state == "succeeded"
+    first, second = sorted(store(cloudgpu_home).instances(rec.id), key=lambda i: i.created_at)
+    assert (first.state, second.state) == ("preempted", "terminated")
+    assert first.market == second.market == "spot"
     assert arm.state.groups == {}
