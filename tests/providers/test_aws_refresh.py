@@ -8,12 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from botocore.exceptions import ClientError
 from cloudgpu_providers.aws import AWSProvider
 from cloudgpu_providers.aws.faults import map_error
 
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.offer import FLAG_UNKNOWN_GPU, Offer
-from cloudgpu.errors import AuthError, TransientError
+from cloudgpu.errors import AuthError, CapacityError, NotFoundError, QuotaError, TransientError
 from cloudgpu.paths import Paths
 from tests.providers.aws_fixtures.servers import load_products, moto_server, pricing_replay, url_of
 from tests.providers.aws_fixtures.setup import FAKE_ENV, make_provider
@@ -132,10 +133,6 @@ def test_auth_failure_is_a_clear_auth_error(
 
 
 def test_error_codes_map_to_the_project_tree() -> None:
-    from botocore.exceptions import ClientError
-
-    from cloudgpu.errors import CapacityError, NotFoundError, QuotaError
-
     def err(code: str, status: int = 400) -> ClientError:
         return ClientError(
             {
