@@ -9,6 +9,8 @@
 #                       `disposable`): its empty NVMe disks may be formatted and it is powered
 #                       off at the deadline. Never set for machines the user owns, this
 #                       computer, or simulated instances sharing a host.
+#   CLOUDGPU_POWEROFF   (set by the instance itself, e.g. sim) a command that powers it off;
+#                       used at the deadline instead of shutdown(8)
 #
 # NVMe: on a disposable machine where we are root and $CLOUDGPU_NVME is not mounted yet, every
 # local NVMe disk that has no partitions, filesystem or mount is put into one RAID0 array
@@ -90,7 +92,9 @@ arm_deadline() {
                 pid=${f#/proc/}; kill -KILL "${pid%/environ}" 2>/dev/null || true
             fi
         done
-        if [ "$4" = 1 ]; then
+        if [ -n "${CLOUDGPU_POWEROFF:-}" ] && [ -x "$CLOUDGPU_POWEROFF" ]; then
+            "$CLOUDGPU_POWEROFF"
+        elif [ "$4" = 1 ]; then
             shutdown -h now 2>/dev/null || poweroff 2>/dev/null || halt -p
         fi
     ' cloudgpu-deadline "$wait_s" "${CLOUDGPU_INSTANCE:-none}" "$state" \

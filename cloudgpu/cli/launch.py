@@ -148,11 +148,12 @@ def _run(
         owner=owner(),
         connect=remote.connect,
         env=app.env,
-        ssh_timeout=_ssh_timeout(app),
+        ssh_timeout=_seconds(app, "ssh_timeout", 300),
     )
     try:
         with teardown_on_signals():
-            rc = JobRun(deps, job_id, job, offers, LaunchOptions(keep=keep)).execute()
+            opts = LaunchOptions(keep=keep, grace_s=_seconds(app, "deadline_grace", 300))
+            rc = JobRun(deps, job_id, job, offers, opts).execute()
         _maybe_reaper(app, job, job_id, keep, log_path)
         return rc
     except BaseException:
@@ -162,10 +163,12 @@ def _run(
         sink.close()
 
 
-def _ssh_timeout(app: App) -> float:
-    value = app.config.section("launch").get("ssh_timeout", 300)
+def _seconds(app: App, key: str, default: float) -> float:
+    """A ``[launch]`` setting in seconds: ssh_timeout (how long a new instance may take to
+    answer SSH), deadline_grace (past max_runtime before the instance-side deadline)."""
+    value = app.config.section("launch").get(key, default)
     if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
-        raise ConfigError("launch.ssh_timeout: expected seconds > 0")
+        raise ConfigError(f"{app.config.source}: launch.{key}: expected seconds > 0")
     return float(value)
 
 

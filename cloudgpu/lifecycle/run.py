@@ -142,7 +142,9 @@ class JobRun:
         rec = self.deps.store.instance(got.record_id)
         self.deps.store.add_event(self.job_id, "preempted", self.watcher.detail, rec.id)
         self.live = None
-        self.spent += teardown_instance(self.deps, rec, final_state=states.I_PREEMPTED)
+        cost = teardown_instance(self.deps, rec, final_state=states.I_PREEMPTED)
+        self.spent += cost
+        self.deps.sink.info(f"preempted instance {rec.provider_id} gone, billed ${cost:.4f}")
         excluded.add(got.offer.key)
         self.deps.sink.info(f"re-provisioning without {got.offer.key}")
         self.watcher.reset()

@@ -58,7 +58,8 @@ class Watcher:
             self._thread.join(5)
 
     def reset(self) -> None:
-        """Clear a handled preemption so the next instance can be watched."""
+        """Clear a handled preemption; nothing is watched until the next watch()."""
+        self._target = None
         self.reason, self.detail = None, ""
         self.stop.clear()
 

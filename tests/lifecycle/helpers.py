@@ -61,8 +61,13 @@ def cli_proc(args: Sequence[str], home: Path, **kw: Any) -> subprocess.Completed
     env = {**os.environ, "CLOUDGPU_HOME": str(home)}
     env.update(kw.pop("env", {}))
     return subprocess.run(
-        [sys.executable, "-m", "cloudgpu", *args], capture_output=True, text=True,
-        env=env, timeout=kw.pop("timeout", 120), check=False, **kw,
+        [sys.executable, "-m", "cloudgpu", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=kw.pop("timeout", 120),
+        check=False,
+        **kw,
     )
 
 
