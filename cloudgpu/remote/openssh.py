@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import cast
 
+from cloudgpu.remote import agent
 from cloudgpu.remote.connect import Endpoint
 from cloudgpu.remote.hostkeys import host_label
 
@@ -28,6 +29,8 @@ class ProcStream:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         self.stdin, self.stderr = proc.stdin, proc.stderr
         self.stdout = cast(io.BufferedReader, proc.stdout)
+        for f in (self.stdin, self.stdout):
+            agent.big_pipe(f.fileno())
 
     def write(self, data: bytes) -> None:
         self.stdin.write(data)
