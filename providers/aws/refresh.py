@@ -162,6 +162,7 @@ def _offer(
     t: TypeInfo,
     region: str,
     gpu: str,
+    gpu_mem: float,
     zone: str,
     market: str,
     price: float,
@@ -176,7 +177,7 @@ def _offer(
         market=market,
         gpu=gpu,
         gpu_count=t.gpu_count,
-        gpu_memory_gb=t.gpu_memory_gb,
+        gpu_memory_gb=gpu_mem,
         vcpus=float(t.vcpus),
         memory_gb=t.memory_gb,
         price_per_hour=price,
@@ -207,17 +208,23 @@ def build_offers(
     offers: list[Offer] = []
     for name, t in sorted(types.items()):
         canonical = gpus.canonical(t.gpu_raw, t.gpu_memory_gb, provider="aws")
-        gpu = canonical or t.gpu_raw
-        base: tuple[str, ...] = () if canonical else (FLAG_UNKNOWN_GPU,)
+        spec = gpus.spec(canonical) if canonical else None
+        gpu = spec.name if spec else t.gpu_raw
+        mem = t.gpu_memory_gb
+        # Reported memory within 8% of the spec's (MiB vs GB, driver reservations: 22888
+        # MiB for a 24 GB A10G) is the spec's figure, as in the bundled snapshot.
+        if spec is not None and abs(mem - spec.memory_gb) <= 0.08 * spec.memory_gb:
+            mem = spec.memory_gb
+        base: tuple[str, ...] = () if spec else (FLAG_UNKNOWN_GPU,)
         od = on_demand.get(name)
         for zone in zones.get(name, []):
             zid = (ids or {}).get(zone, zone)
             if od is not None:
-                offers.append(_offer(t, region, gpu, zid, "on_demand", od, base, observed_at))
+                offers.append(_offer(t, region, gpu, mem, zid, "on_demand", od, base, observed_at))
             sp = spot.get((name, zone))
             if sp is not None:
                 flags = base + ((FLAG_SPOT_ABOVE_ON_DEMAND,) if od and sp > od else ())
-                offers.append(_offer(t, region, gpu, zid, "spot", sp, flags, observed_at))
+                offers.append(_offer(t, region, gpu, mem, zid, "spot", sp, flags, observed_at))
     return offers
 
 
