@@ -40,7 +40,7 @@ test-fast: install
 	$(VENV)/bin/pytest -q -m 'not slow'
 
 demo: install
-	CLOUDGPU_HOME=$(CURDIR)/.cloudgpu-demo $(VENV)/bin/cloudgpu offers --gpu H100 --limit 10
+	CLOUDGPU_HOME=$(CURDIR)/.cloudgpu-demo $(VENV)/bin/cloudgpu launch templates/quickstart.yaml --yes
 
 bench: install
 	$(PY) -m bench

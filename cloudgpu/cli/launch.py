@@ -80,8 +80,9 @@ def _show_plan(job: JobSpec, ranking: Ranking, notes: list[str]) -> None:
         click.echo(f"  {i}. {describe_offer(offer)}{'   <- launch' if i == 1 else ''}")
     if len(ranking.fits) > SHOWN:
         click.echo(f"  ... {len(ranking.fits) - SHOWN} more (used if these have no capacity)")
-    for note in notes:
-        click.echo(f"  (skipped {note})")
+    if notes:
+        names = ", ".join(n.split(":", 1)[0] for n in notes)
+        click.echo(f"  (not used: {names}; `cloudgpu check` says why)")
 
 
 @click.command("launch")
