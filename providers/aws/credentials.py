@@ -88,12 +88,17 @@ def find_credentials(
     profile: str | None = None,
     dmi_dir: Path = Path("/sys/devices/virtual/dmi/id"),
 ) -> CredentialReport:
-    """The first credential source of the standard chain that is present in ``env``."""
+    """The first credential source of the standard chain that is present in ``env``.
+
+    ``profile`` is one named in cloudgpu's config: like a profile passed to a boto3
+    Session, it takes precedence over keys in the environment (AWS_PROFILE does not).
+    """
     looked: list[str] = []
     home = Path(env.get("HOME") or Path.home())
-    looked.append("env:AWS_ACCESS_KEY_ID")
-    if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
-        return CredentialReport("env:AWS_ACCESS_KEY_ID", tuple(looked))
+    if not profile:
+        looked.append("env:AWS_ACCESS_KEY_ID")
+        if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
+            return CredentialReport("env:AWS_ACCESS_KEY_ID", tuple(looked))
     looked.append("env:AWS_WEB_IDENTITY_TOKEN_FILE")
     if env.get("AWS_WEB_IDENTITY_TOKEN_FILE") and env.get("AWS_ROLE_ARN"):
         return CredentialReport("env:AWS_WEB_IDENTITY_TOKEN_FILE", tuple(looked))

@@ -28,16 +28,18 @@ class Clients:
         import boto3
 
         env = self.env
-        # Keys in the given environment win, as in the SDK's chain; passing them
-        # explicitly makes the provider honour ctx.env rather than os.environ.
+        if self.settings.profile:
+            # A profile named in config wins over env keys, as in boto3 itself.
+            return boto3.session.Session(profile_name=self.settings.profile)
+        # Otherwise keys in the given environment win, as in the SDK's chain; passing
+        # them explicitly makes the provider honour ctx.env rather than os.environ.
         if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
             return boto3.session.Session(
                 aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
                 aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
                 aws_session_token=env.get("AWS_SESSION_TOKEN") or None,
             )
-        profile = self.settings.profile or env.get("AWS_PROFILE") or None
-        return boto3.session.Session(profile_name=profile)
+        return boto3.session.Session(profile_name=env.get("AWS_PROFILE") or None)
 
     def session(self) -> Any:
         if self._session is None:

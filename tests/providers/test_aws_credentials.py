@@ -109,3 +109,14 @@ def test_importing_the_provider_imports_no_sdk() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_profile_named_in_config_wins_over_env_keys(tmp_path: Path) -> None:
+    _write(
+        tmp_path / ".aws" / "credentials",
+        "[work]\naws_access_key_id = AKIAEXAMPLE\naws_secret_access_key = s\n",
+    )
+    env = {**FAKE_ENV, "HOME": str(tmp_path)}
+    assert find_credentials(env, dmi_dir=NO_DMI).source == "env:AWS_ACCESS_KEY_ID"
+    named = find_credentials(env, profile="work", dmi_dir=NO_DMI).source
+    assert named and named.startswith("profile:work")
