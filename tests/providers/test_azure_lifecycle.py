@@ -16,11 +16,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cloudgpu_providers.azure import AzureProvider
 
+from cloudgpu.lifecycle.launch import owner
 from cloudgpu.paths import default_paths
-from tests.fixtures.azure.fake_arm import FakeArm
-from tests.fixtures.azure.support import TOKEN, az_login
+from cloudgpu.provider import TAG_JOB, TAG_OWNER, CreateRequest, ProviderContext
+from tests.fixtures.azure.fake_arm import FakeArm, provider_config
+from tests.fixtures.azure.support import TOKEN, StaticToken, az_login
 from tests.lifecycle.helpers import cli_proc, job_file, main_exit, store, wait_for
+from tests.providers.test_azure import make_offer
 from tests.remote.sshd import SSHDServer, start_sshd
 
 pytestmark = pytest.mark.slow
@@ -169,3 +173,28 @@ def test_spot_eviction_moves_the_job_to_another_offer(
     assert (first.state, second.state) == ("preempted", "terminated")
     assert first.market == second.market == "spot"
     assert arm.state.groups == {}
+
+
+def test_down_orphans_removes_our_left_over_group_only(
+    configured: tuple[Path, dict[str, str]], arm: FakeArm, cloudgpu_home: Path
+) -> None:
+    paths = default_paths({"CLOUDGPU_HOME": str(cloudgpu_home)})
+    cfg = {**provider_config(arm), "admin_user": "azureuser"}
+    provider = AzureProvider(
+        ProviderContext(config=cfg, paths=paths, env={}), credential=StaticToken()
+    )
+    offer = make_offer()
+    mine = provider.create(
+        CreateRequest(
+            offer=offer, name="crashed-job-1", tags={TAG_JOB: "crashed-job", TAG_OWNER: owner()}
+        )
+    )
+    theirs = provider.create(
+        CreateRequest(
+            offer=offer, name="someone-else-1", tags={TAG_JOB: "x", TAG_OWNER: "other@elsewhere"}
+        )
+    )
+    code, out, err = main_exit(["down", "--orphans"])
+    assert code == 0, err
+    assert mine.id in out
+    assert set(arm.state.groups) == {theirs.id}
