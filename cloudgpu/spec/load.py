@@ -57,6 +57,12 @@ class _Doc:
             raise self.err(node, key, f"expected text, got {value!r}")
         return str(value)
 
+    def command(self, node: Node, key: str) -> str:
+        """A shell command: the text as written (``run: true`` is the command ``true``)."""
+        if not isinstance(node, yaml.ScalarNode):
+            raise self.err(node, key, "expected a command (text; use | for several lines)")
+        return str(node.value)
+
     def mapping(
         self, node: Node, key: str, allowed: Mapping[str, Any] | None
     ) -> dict[str, tuple[Node, Node]]:
@@ -133,7 +139,7 @@ def _job(doc: _Doc, root: Node, base_dir: str) -> JobSpec:
     name = doc.text(top["name"][1], "name")
     if not _NAME_RE.match(name):
         raise doc.err(top["name"][1], "name", "expected lowercase letters, digits and '-' (max 63)")
-    run = doc.text(top["run"][1], "run")
+    run = doc.command(top["run"][1], "run")
     if not run.strip():
         raise doc.err(top["run"][1], "run", "expected a command, got an empty string")
     num_nodes = _num_nodes(doc, top)
@@ -146,7 +152,7 @@ def _job(doc: _Doc, root: Node, base_dir: str) -> JobSpec:
         resources=opt("resources", _resources, Resources()),
         workload=opt("workload", _workload, None),
         data=opt("data", lambda d, n: _data(d, n, base_dir), ()),
-        setup=opt("setup", lambda d, n: d.text(n, "setup"), ""),
+        setup=opt("setup", lambda d, n: d.command(n, "setup"), ""),
         run=run,
         outputs=opt("outputs", _outputs, ()),
         env=opt("env", _env, {}),

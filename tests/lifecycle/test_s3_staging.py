@@ -1,0 +1,79 @@
+"""s3:// data staged through boto3 against moto's server mode on loopback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from cloudgpu.errors import NotFoundError
+from cloudgpu.lifecycle import s3
+from tests.lifecycle.helpers import job_file, main_exit
+from tests.providers.aws_fixtures.servers import moto_server
+
+CREDS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@pytest.fixture
+def bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    with moto_server() as url:
+        env = {**CREDS, "AWS_ENDPOINT_URL": url}
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        client = boto3.client(
+            "s3",
+            endpoint_url=url,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        client.create_bucket(Bucket="training")
+        for i in range(5):
+            client.put_object(
+                Bucket="training",
+                Key=f"sets/v1/part-{i}.txt",
+                Body=f"line {i}\n".encode() * (i + 1),
+            )
+        client.put_object(Bucket="training", Key="sets/other.txt", Body=b"not mine")
+        yield env
+
+
+def test_pull_mirrors_prefix_and_skips_unchanged(bucket: dict[str, str], tmp_path: Path) -> None:
+    seen: list[tuple[int, int]] = []
+    got = s3.pull("s3://training/sets/v1", tmp_path / "m", bucket, lambda d, t: seen.append((d, t)))
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [f"part-{i}.txt" for i in range(5)]
+    assert got == sum(len(f"line {i}\n") * (i + 1) for i in range(5))
+    assert seen[-1][0] == seen[-1][1] == got
+    assert s3.pull("s3://training/sets/v1", tmp_path / "m", bucket) == 0  # nothing changed
+    with pytest.raises(NotFoundError, match="no objects"):
+        s3.pull("s3://training/nothing/here", tmp_path / "n", bucket)
+
+
+def test_launch_with_s3_data_on_local(bucket: dict[str, str], tmp_path: Path) -> None:
+    job = job_file(
+        tmp_path,
+        """
+name: s3data
+data:
+  - {src: s3://training/sets/v1, dst: /nvme/data}
+run: cat $CLOUDGPU_NVME/data/part-*.txt | wc -l
+""",
+    )
+    code, out, err = main_exit(["launch", str(job), "--yes"])
+    assert code == 0, err
+    assert out.strip().splitlines()[-1].strip() == "15"
+    assert "s3://training/sets/v1:" in err and "downloaded" in err
+
+
+def test_missing_bucket_is_one_line(bucket: dict[str, str], tmp_path: Path) -> None:
+    job = job_file(tmp_path, "name: nob\ndata: [{src: s3://nope/x, dst: /nvme/d}]\nrun: true\n")
+    code, _, err = main_exit(["launch", str(job), "--yes"])
+    assert code == 4, err
+    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "s3://nope/x" in errors[0] and "NoSuchBucket" in errors[0]
