@@ -370,7 +370,8 @@ def caller_cidr(url: str, timeout_s: float = 10.0) -> str:
         addr = ipaddress.ip_address(text)
     except (OSError, ValueError) as exc:
         raise ConfigError(
-            f"providers.azure: could not learn this machine's public address from {url}",
+            f"providers.azure.ssh_cidr: not set, and this machine's public address could "
+            f"not be learned from {url}",
             hint='set ssh_cidr in [providers.azure], e.g. ssh_cidr = "203.0.113.7/32"',
         ) from exc
     return f"{addr}/{addr.max_prefixlen}"

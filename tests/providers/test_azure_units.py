@@ -1,14 +1,17 @@
-"""Pure parts of the Azure provider: error classification, state mapping, the
-auto-shutdown time, image references."""
+"""Small parts of the Azure provider: error classification, state mapping, the
+auto-shutdown time, image references, the caller address lookup."""
 
 from __future__ import annotations
 
 import calendar
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from cloudgpu_providers.azure.arm import classify
 from cloudgpu_providers.azure.bodies import image_reference, schedule_time
 from cloudgpu_providers.azure.deploy import vm_state
+from cloudgpu_providers.azure.provider import caller_cidr
 
 from cloudgpu.errors import (
     AuthError,
@@ -91,3 +94,41 @@ def test_image_reference_forms() -> None:
     assert image_reference(rid) == {"id": rid}
     with pytest.raises(ConfigError):
         image_reference("ubuntu")
+
+
+class _AddressHandler(BaseHTTPRequestHandler):
+    answer = b"203.0.113.9\n"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.answer)))
+        self.end_headers()
+        self.wfile.write(self.answer)
+
+
+@pytest.mark.parametrize(
+    ("answer", "cidr"),
+    [
+        (b"203.0.113.9\n", "203.0.113.9/32"),
+        (b"2001:db8::7", "2001:db8::7/128"),
+        (b"<html>blocked</html>", None),
+    ],
+)
+def test_caller_cidr_from_the_lookup_url(answer: bytes, cidr: str | None) -> None:
+    handler = type("H", (_AddressHandler,), {"answer": answer})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        if cidr is None:
+            with pytest.raises(ConfigError, match="ssh_cidr"):
+                caller_cidr(url)
+        else:
+            assert caller_cidr(url) == cidr
+    finally:
+        server.shutdown()
+        server.server_close()
