@@ -80,12 +80,12 @@ arm_deadline() {
     # not count itself among the job's processes.
     setsid env -u CLOUDGPU_INSTANCE sh -c '
         sleep "$1"
+        echo "deadline reached at $(date -u +%FT%TZ)" > "$3/deadline.fired"
         for f in /proc/[0-9]*/environ; do
             if tr "\0" "\n" < "$f" 2>/dev/null | grep -qx "CLOUDGPU_INSTANCE=$2"; then
                 pid=${f#/proc/}; kill -TERM "${pid%/environ}" 2>/dev/null || true
             fi
         done
-        echo "deadline reached at $(date -u +%FT%TZ)" > "$3/deadline.fired"
         sleep 5
         for f in /proc/[0-9]*/environ; do
             if tr "\0" "\n" < "$f" 2>/dev/null | grep -qx "CLOUDGPU_INSTANCE=$2"; then
