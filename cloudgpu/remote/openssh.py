@@ -63,7 +63,6 @@ class OpenSSH:
         self.binary = binary
         self._dir = tempfile.mkdtemp(prefix="cgpu-ssh-")  # short path: socket names are limited
         self.control = f"{self._dir}/cm"
-        self._started = False
 
     @staticmethod
     def available() -> str | None:
@@ -80,6 +79,10 @@ class OpenSSH:
             "-o", f"UserKnownHostsFile={self.known_hosts}",
             "-o", "GlobalKnownHostsFile=/dev/null",
             "-o", f"HostKeyAlias={host_label(ep.host, ep.port)}",
+            # The first stream becomes the shared master (backgrounded with its stdio on
+            # /dev/null, so our pipes still see EOF); later ones reuse its connection.
+            "-o", "ControlMaster=auto",
+            "-o", "ControlPersist=300",
             "-o", f"ControlPath={self.control}",
             "-o", "LogLevel=ERROR",
             "-o", "Ciphers=aes128-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-ctr",
@@ -92,22 +95,7 @@ class OpenSSH:
             args.append(command)
         return args
 
-    def _master(self) -> None:
-        """Start the shared connection once, detached, its stdio away from our pipes."""
-        if self._started:
-            return
-        subprocess.run(
-            [*self.argv()[:-1], "-M", "-N", "-f", "-o", "ControlPersist=300", self.endpoint.host],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            check=False,
-            timeout=60,
-        )
-        self._started = True  # if it failed, each stream simply connects on its own
-
     def stream(self, command: str) -> ProcStream:
-        self._master()
         proc = subprocess.Popen(
             self.argv(command),
             stdin=subprocess.PIPE,
@@ -118,7 +106,7 @@ class OpenSSH:
         return ProcStream(proc)
 
     def close(self) -> None:
-        if not self._started:
+        if not Path(self.control).exists():
             shutil.rmtree(self._dir, ignore_errors=True)
             return
         subprocess.run(
