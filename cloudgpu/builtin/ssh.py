@@ -199,7 +199,7 @@ class SSHProvider(Provider):
         if h.gpus:
             m = _GPUS_RE.match(h.gpus)
             assert m is not None  # validated in parse_hosts
-            name, count = m.group(1), int(m.group(2) or 1)
+            name, count = _canonical_gpu(m.group(1)), int(m.group(2) or 1)
             mem = h.gpu_memory_gb or _gpu_memory(name)
         return Offer(
             provider=self.name,
@@ -333,6 +333,20 @@ class SSHProvider(Provider):
             pass
         finally:
             machine.close()
+
+
+def _canonical_gpu(name: str) -> str:
+    """The registry's name for a declared GPU; a family ("A100-80GB") becomes its first
+    variant, so plans can match it (declare the exact model to be exact)."""
+    registry = load_registry()
+    spec = registry.spec(name)
+    if spec is not None:
+        return spec.name
+    try:
+        variants = sorted(registry.matches(name))
+    except CloudGPUError:
+        return name  # unknown to the registry: kept as declared
+    return variants[0] if variants else name
 
 
 def _gpu_memory(name: str) -> float:

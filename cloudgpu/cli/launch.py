@@ -2,8 +2,8 @@
 
 Exit status: the job's own exit code when its setup or run fails; otherwise 0, or one of
 cloudgpu.errors' EXIT_* codes for failures before the run (2 bad input / nothing fits,
-4 provider, 5 SSH, 6 a limit stopped the job, 130 interrupted). Thin: the lifecycle
-lives in cloudgpu.lifecycle.
+4 provider, 5 SSH, 6 a limit stopped the job, 130 interrupted). Thin: the ranking
+comes from cloudgpu.planner, the lifecycle lives in cloudgpu.lifecycle.
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ from types import FrameType
 import click
 
 from cloudgpu import remote
-from cloudgpu.catalog import load_catalog, load_registry
+from cloudgpu.catalog import GpuRegistry, load_catalog, load_registry
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.cli.context import App, get_app
 from cloudgpu.errors import ConfigError
 from cloudgpu.lifecycle import detach, states
 from cloudgpu.lifecycle.deps import Deps
 from cloudgpu.lifecycle.launch import (
+    Gathered,
     create_job,
     gather_offers,
     new_job_id,
@@ -34,6 +35,7 @@ from cloudgpu.lifecycle.launch import (
 from cloudgpu.lifecycle.output import PREFIX, JobLog
 from cloudgpu.lifecycle.run import JobRun, LaunchOptions
 from cloudgpu.lifecycle.select import Ranking, describe_offer
+from cloudgpu.planner import plan
 from cloudgpu.spec import JobSpec, load_job
 
 SHOWN = 5  # candidates printed before launching
@@ -99,7 +101,7 @@ def launch(
     app = get_app()
     job = load_job(job_file)
     gathered = gather_offers(job, app.registry.names(), app.registry.get, _catalog(app))
-    ranking = rank_offers(job, gathered, load_registry())
+    ranking = plan_offers(job, gathered, load_registry())
     if foreground_of is None:
         _show_plan(job, ranking, gathered.notes)
     if dry_run:
@@ -124,6 +126,22 @@ def launch(
     rc = _run(app, job, job_id, ranking.fits, keep, log_path, terminal=foreground_of is None)
     if rc:
         sys.exit(rc)
+
+
+def plan_offers(job: JobSpec, gathered: Gathered, gpus: GpuRegistry) -> Ranking:
+    """Single-node candidates in the planner's order (total estimated cost when the job
+    has a workload, else hourly price); when nothing fits, the planner's explanation or
+    the closest offer and what it lacks."""
+    result = plan(job, gathered.offers, registry=gpus)
+    fits = [c.offer for c in result.candidates if c.num_nodes == 1]
+    if fits:
+        return Ranking(fits, [(c.offer, [c.reason]) for c in result.rejected])
+    if result.needs:
+        raise ConfigError(
+            f"{job.source}: no offer fits: {result.needs}",
+            hint="relax resources or the workload, or enable more providers",
+        )
+    return rank_offers(job, gathered, gpus)  # raises, naming the closest offer
 
 
 def detach_spawn(app: App, job_file: str, job_id: str, keep: bool, log_path: Path) -> int:

@@ -66,7 +66,7 @@ class TestSSHContract(ProviderContract):
 
 def test_offer_from_declared_gpus(paths: Paths, server: SSHDServer, tmp_path: Path) -> None:
     (o,) = make(paths, [host_table(server, tmp_path)]).offers()
-    assert (o.gpu, o.gpu_count, o.gpu_memory_gb) == ("A100-80GB", 2, 80)
+    assert (o.gpu, o.gpu_count, o.gpu_memory_gb) == ("A100-80GB-PCIe", 2, 80)
     assert o.instance_type == "box1" and o.price_per_hour == 1.5
 
 
