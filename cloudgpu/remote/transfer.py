@@ -77,10 +77,16 @@ def put(
     """Send the file or tree ``local`` to ``remote``, skipping unchanged files."""
     t0 = time.perf_counter()
     root = os.fsencode(local)
-    mine = agent.scan(root)
-    if not mine:
+    if not os.path.lexists(root):
         raise RemoteError(f"{local}: no such file or directory")
+    # Start the remote listing first: it runs while we list our side.
     s = open_stream(agent_command(python, "recv", remote))
+    try:
+        mine = agent.scan(root)
+    except OSError as exc:
+        s.close_write()
+        s.finish()
+        raise RemoteError(f"put {local}: {exc.strerror or exc}") from exc
     theirs = _peer_manifest(s, remote)
     paths = agent.changed(mine, theirs)
     skip_files, skip_bytes = agent.skipped(mine, paths)
