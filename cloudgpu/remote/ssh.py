@@ -116,6 +116,7 @@ class SSHMachine:
     ) -> int:
         full_env = {NVME_ENV: self.nvme_path, **(env or {})}
         chan = self._channel(compose(command, full_env, cwd))
+        chan.shutdown_write()  # jobs get EOF on stdin, never a hang waiting for input
         out = _Demux(on_stdout)
         ended: int | None = None
         deadline = None if timeout is None else time.monotonic() + timeout

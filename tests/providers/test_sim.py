@@ -275,3 +275,23 @@ def test_terminate_is_verified_and_idempotent(provider: SimProvider, offer: Offe
     )
     provider.terminate(inst.id)
     assert provider.describe(inst.id).state == InstanceState.TERMINATED
+
+
+def test_without_namespaces_nvme_is_a_plain_directory(
+    make_sim: SimFactory, offer: Offer, paths: Paths, tmp_path: Path
+) -> None:
+    # The fallback for hosts without root or unshare: no private mounts, so the NVMe
+    # path is the instance's own directory, exported as $CLOUDGPU_NVME.
+    p = make_sim(namespaces=False)
+    inst = p.create(request(offer))
+    m = machine(p, inst, paths)
+    nvme = str(Path(inst.extra["dir"]) / "nvme")
+    assert m.nvme_path == nvme
+    assert sh(m, "echo $CLOUDGPU_NVME") == nvme + "\n"
+    src = tmp_path / "d"
+    src.mkdir()
+    (src / "f").write_text("x")
+    assert m.put_dir(src, nvme + "/data").files_sent == 1
+    m.close()
+    p.terminate(inst.id)
+    assert p.describe(inst.id).state == InstanceState.TERMINATED

@@ -119,3 +119,8 @@ def _running(pid: int) -> bool:
             return False
         time.sleep(0.05)
     return os.path.exists(f"/proc/{pid}")
+
+
+def test_stdin_is_closed(any_machine: Machine) -> None:
+    rc, out, _ = collect(any_machine, "cat; echo eof", timeout=60)
+    assert (rc, out) == (0, "eof\n")
