@@ -266,7 +266,9 @@ class Runners:
         waited = 0.0
         while waited < self.online_timeout_s:
             runner = self.github.runner(repo, jit.runner.id)
-            if runner is not None and runner.status == "online":
+            # Gone means GitHub removed the single-use runner after its job: it was
+            # online, took a job and finished between two polls.
+            if runner is None or runner.status == "online" or runner.busy:
                 return
             if got.provider.describe(got.instance.id).state.is_gone:
                 raise ProviderError(

@@ -53,11 +53,13 @@ class Counters:
     skipped_not_queued: int = 0
     reaped: int = 0
     active: int = 0
+    peak_active: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def bump(self, name: str, by: int = 1) -> None:
         with self.lock:
             setattr(self, name, getattr(self, name) + by)
+            self.peak_active = max(self.peak_active, self.active)
 
     def snapshot(self) -> dict[str, int]:
         with self.lock:
