@@ -295,3 +295,20 @@ def test_without_namespaces_nvme_is_a_plain_directory(
     m.close()
     p.terminate(inst.id)
     assert p.describe(inst.id).state == InstanceState.TERMINATED
+
+
+def test_authorizes_the_requested_public_key(
+    provider: SimProvider, offer: Offer, paths: Paths, tmp_path: Path
+) -> None:
+    key = tmp_path / "id_test"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    inst = provider.create(request(offer, ssh_public_key=(tmp_path / "id_test.pub").read_text()))
+    assert inst.ssh is not None and inst.ssh.key_file is None  # no key of ours made
+    running = wait_state(provider, inst.id, InstanceState.RUNNING)
+    m = connect(running, known_hosts=paths.data_dir / "known_hosts", key_file=key)
+    assert sh(m, "echo in") == "in\n"
+    m.close()
+    other = tmp_path / "id_other"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    with pytest.raises(RemoteError, match="authentication failed"):
+        connect(running, known_hosts=paths.data_dir / "known_hosts", key_file=other)
