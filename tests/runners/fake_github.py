@@ -87,6 +87,7 @@ class FakeGitHub:
     downloads: dict[str, bytes] = field(default_factory=dict)
     rate_limited: int = 0  # answer the next N API calls with 403 + x-ratelimit-remaining: 0
     requests: list[tuple[str, str]] = field(default_factory=list)
+    issued_jit: list[str] = field(default_factory=list)  # every encoded_jit_config handed out
     base_url: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
@@ -179,6 +180,7 @@ class FakeGitHub:
             "secret": runner.secret,
         }
         encoded = base64.b64encode(json.dumps(blob).encode()).decode()
+        self.issued_jit.append(encoded)
         return 201, {"runner": runner.to_api(), "encoded_jit_config": encoded}, {}
 
     def _runner_api(

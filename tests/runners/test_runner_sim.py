@@ -96,12 +96,16 @@ def test_happy_path_job_runs_and_instance_powers_itself_off(
     res = run(["runner", "stop", "--repo", REPO, "--run-tag", "run-1"])
     assert res.exit_code == 0, res.output
     assert gh.runners == {} and live_sim(paths) == []
-    # the secret never reached the terminal, the log or the state store
-    secret = "".join(r.secret for r in gh.runners.values())
-    for f in paths.data_dir.rglob("*"):
-        if f.is_file() and f.suffix in (".log", ".db", ".json"):
-            assert gh.token.encode() not in f.read_bytes()
-    assert gh.token not in res.output and (not secret or secret not in res.output)
+    # neither the token nor the JIT configuration reached the terminal, a log, the state
+    # store or any file left under CLOUDGPU_HOME
+    secrets = [gh.token, *gh.issued_jit]
+    assert gh.issued_jit
+    home = paths.data_dir.parent
+    for f in home.rglob("*"):
+        if f.is_file():
+            blob = f.read_bytes()
+            assert not any(s.encode() in blob for s in secrets), f
+    assert not any(s in res.output for s in secrets)
 
 
 def test_start_killed_after_instance_exists_stop_finds_it_by_tag(
