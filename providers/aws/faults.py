@@ -103,9 +103,13 @@ def _message(exc: BaseException) -> str:
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """Throttling, 5xx and connection trouble; never capacity (a 500 on EC2)."""
+    """Throttling, 5xx, unreadable answers (an HTML error page from a load balancer)
+    and connection trouble; never capacity (a 500 on EC2)."""
     from botocore import exceptions as bex
+    from botocore.parsers import ResponseParserError
 
+    if isinstance(exc, ResponseParserError):
+        return True
     if isinstance(exc, bex.ClientError):
         code = error_code(exc)
         if code in CAPACITY_CODES or code in QUOTA_CODES or code in AUTH_CODES:
@@ -136,6 +140,8 @@ def map_error(exc: BaseException, action: str) -> ProviderError:
     if token_errors and isinstance(exc, token_errors):
         return AuthError(f"{action}: {exc}", provider=PROVIDER, hint=_AUTH_HINT)
     code, message = error_code(exc), _message(exc)
+    if not code and not isinstance(exc, bex.BotoCoreError | bex.ClientError):
+        message = "unreadable answer from AWS"  # not the raw body: it could be anything
     text = f"{action}: {code}: {message}" if code else f"{action}: {message}"
     if code in CAPACITY_CODES:
         return CapacityError(text, provider=PROVIDER)
@@ -162,13 +168,14 @@ class Caller:
 
     def __call__(self, action: str, fn: Callable[..., T], /, **kwargs: Any) -> T:
         from botocore import exceptions as bex
+        from botocore.parsers import ResponseParserError
 
         attempt = 0
         while True:
             attempt += 1
             try:
                 return fn(**kwargs)
-            except (bex.BotoCoreError, bex.ClientError) as exc:
+            except (bex.BotoCoreError, bex.ClientError, ResponseParserError) as exc:
                 if attempt < self.max_attempts and is_retryable(exc):
                     # Exponential backoff, capped: 0.5, 1, 2, 4, 8, 8 ... seconds.
                     self.sleep(min(self.base_delay * 2 ** (attempt - 1), 8.0))

@@ -199,7 +199,7 @@ def test_terminate_cancels_the_spot_request(moto_url: str, paths: Paths, tmp_pat
         LaunchSpecification={"ImageId": image, "InstanceType": "g5.xlarge"},
     )["SpotInstanceRequests"][0]["SpotInstanceRequestId"]
     assert _open_spot_requests(ec2) == {sir}
-    with capacity_proxy(moto_url, spot_request_id=sir) as proxy:
+    with capacity_proxy(moto_url, spot_request_ids=(sir,)) as proxy:
         prov = make_provider(url_of(proxy), paths, str(tmp_path))
         inst = prov.create(_request_spot())
         assert inst.extra["spot_request_id"] == sir
@@ -220,3 +220,17 @@ def _request_spot() -> CreateRequest:
         tags={TAG_JOB: job},
         idempotency_token=uuid.uuid4().hex,
     )
+
+
+def test_an_html_error_page_is_retried(moto_url: str, paths: Paths, tmp_path: Path) -> None:
+    # What a load balancer in front of an API may answer: not EC2's XML at all.
+    page = b"<!doctype html>\n<html><title>502 Bad Gateway</title></html>\n"
+    sleeps: list[float] = []
+    with capacity_proxy(moto_url, scripted={"DescribeInstances": [(502, page)]}) as proxy:
+        prov = make_provider(url_of(proxy), paths, str(tmp_path), sleeps)
+        assert prov.list_instances({TAG_JOB: "nobody"}) == []
+    assert sleeps == [0.5]
+    with capacity_proxy(moto_url, scripted={"DescribeInstances": [(200, page)] * 3}) as proxy:
+        prov = make_provider(url_of(proxy), paths, str(tmp_path), max_attempts=3)
+        with pytest.raises(TransientError, match="unreadable answer"):
+            prov.list_instances({TAG_JOB: "nobody"})

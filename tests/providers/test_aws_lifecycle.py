@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -128,4 +129,90 @@ def test_launch_as_subprocess(configured: Path, moto_url: str, cloudgpu_home: Pa
     assert res.returncode == 0, res.stderr
     assert "ran in i-" in res.stdout
     assert FAKE_ENV["AWS_SECRET_ACCESS_KEY"] not in res.stdout + res.stderr
+    assert _live_instances(moto_url) == []
+
+
+RESUMABLE = """\
+name: aws-spot
+resources:
+  gpu: A10G
+  spot: true
+  providers: [aws]
+  regions: [us-east-1]
+checkpoint: {ckpt}
+run: |
+  mkdir -p {ckpt}
+  step=$(cat {ckpt}/step 2>/dev/null || echo 0)
+  echo "starting at step $step"
+  while [ "$step" -lt 30 ]; do
+    step=$((step + 1)); echo "$step" > {ckpt}/step; sleep 0.5
+  done
+  echo "done at step $step"
+limits:
+  max_runtime: 5m
+  max_cost: 5
+"""
+
+# DescribeSpotInstanceRequests answers in AWS's shape (see test_aws_faults.py): first
+# fulfilled, then the two-minute interruption notice.
+SPOT_XML = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n'
+    '<DescribeSpotInstanceRequestsResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+    "<requestId>d1e2f3a4-0000-4000-8000-example</requestId><spotInstanceRequestSet><item>"
+    "<spotInstanceRequestId>{sir}</spotInstanceRequestId><type>one-time</type>"
+    "<state>active</state><status><code>{code}</code>"
+    "<updateTime>{when}</updateTime><message>m</message></status>"
+    "</item></spotInstanceRequestSet></DescribeSpotInstanceRequestsResponse>"
+)
+
+
+def test_spot_notice_reprovisions_and_resumes(
+    moto_url: str,
+    sshd: SSHDServer,
+    nvme: Path,
+    cloudgpu_home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ec2 = ec2_client(moto_url)
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    # One spot request per instance, as EC2 makes them (moto links none to instances).
+    first, second = (
+        ec2.request_spot_instances(
+            InstanceCount=1,
+            Type="one-time",
+            LaunchSpecification={"ImageId": image, "InstanceType": "g5.xlarge"},
+        )["SpotInstanceRequests"][0]["SpotInstanceRequestId"]
+        for _ in range(2)
+    )
+    when = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+    answers = [
+        (200, SPOT_XML.format(sir=first, code=code, when=when).encode())
+        for code in ("fulfilled", "marked-for-termination")
+    ]
+    with capacity_proxy(
+        moto_url,
+        public_ip="127.0.0.1",
+        authorized_keys=sshd.dir / "authorized_keys",
+        spot_request_ids=(first, second),
+        scripted={"DescribeSpotInstanceRequests": answers},
+    ) as proxy:
+        paths = default_paths({"CLOUDGPU_HOME": str(cloudgpu_home)}).ensure()
+        paths.config_file.write_text(
+            f'[providers.aws]\nregions = ["us-east-1"]\nendpoint_url = "{url_of(proxy)}"\n'
+            f'ssh_cidr = "127.0.0.1/32"\nssh_port = {sshd.port}\nssh_user = "{sshd.user}"\n'
+            f'image_name = "Deep Learning AMI Ubuntu*"\nnvme_mount = "{nvme}"\npoll_s = 0\n'
+            "[launch]\nssh_timeout = 30\n"
+        )
+        for k, v in FAKE_ENV.items():
+            monkeypatch.setenv(k, v)
+        job = job_file(tmp_path, RESUMABLE.format(ckpt=tmp_path / "ckpt"))
+        code, out, err = main_exit(["launch", str(job), "--yes"])
+    assert code == 0, err
+    starts = [int(ln.split()[-1]) for ln in out.splitlines() if ln.startswith("starting at")]
+    assert starts[0] == 0 and len(starts) == 2 and 0 < starts[1] < 30, out
+    assert "spot preemption notice" in err and "re-provisioning without" in err
+    (rec,) = store(cloudgpu_home).jobs()
+    insts = store(cloudgpu_home).instances(rec.id)
+    assert [i.state for i in insts] == ["preempted", "terminated"]
     assert _live_instances(moto_url) == []

@@ -26,6 +26,7 @@ from http.client import HTTPConnection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 HERE = Path(__file__).resolve().parent
 
@@ -155,13 +156,8 @@ class CapacityProxyHandler(_Quiet):
                 b"<ipAddress>" + srv.public_ip.encode() + b"</ipAddress>",
                 data,
             )
-        if srv.spot_request_id and action in ("RunInstances", "DescribeInstances"):
-            # Real EC2 links a spot instance to its request; moto leaves the link out.
-            link = f"<spotInstanceRequestId>{srv.spot_request_id}</spotInstanceRequestId>"
-            data = data.replace(
-                b"<instanceLifecycle>spot</instanceLifecycle>",
-                b"<instanceLifecycle>spot</instanceLifecycle>" + link.encode(),
-            )
+        if action in ("RunInstances", "DescribeInstances"):
+            data = _link_spot_requests(srv, action, data)
         if action in srv.lose:
             # The call reached EC2 but its answer is lost on the way back, as on a
             # timeout: the client sees a 503 although the instance exists.
@@ -183,6 +179,28 @@ class CapacityProxyHandler(_Quiet):
         return resp.status, data, resp.getheader("Content-Type", "text/xml")
 
 
+def _link_spot_requests(srv: Any, action: str, data: bytes) -> bytes:
+    """Real EC2 links each spot instance to its spot request; moto leaves the link out.
+    Each new spot instance takes the next of ``srv.spot_request_ids``."""
+    if not srv.spot_request_ids and not srv.spot_links:
+        return data
+    root = ElementTree.fromstring(data)
+    ns = root.tag[1 : root.tag.index("}")] if root.tag.startswith("{") else ""
+    q = f"{{{ns}}}" if ns else ""
+    ElementTree.register_namespace("", ns)
+    for item in root.iter(f"{q}item"):
+        iid, life = item.find(f"{q}instanceId"), item.find(f"{q}instanceLifecycle")
+        if iid is None or life is None or life.text != "spot" or not iid.text:
+            continue
+        new = action == "RunInstances" and iid.text not in srv.spot_links
+        if new and srv.spot_request_ids:
+            srv.spot_links[iid.text] = srv.spot_request_ids.pop(0)
+        link = srv.spot_links.get(iid.text)
+        if link and item.find(f"{q}spotInstanceRequestId") is None:
+            ElementTree.SubElement(item, f"{q}spotInstanceRequestId").text = link
+    return bytes(ElementTree.tostring(root, encoding="utf-8", xml_declaration=True))
+
+
 @contextmanager
 def capacity_proxy(
     upstream: str,
@@ -192,13 +210,14 @@ def capacity_proxy(
     lose: frozenset[str] = frozenset(),
     public_ip: str = "",
     authorized_keys: Path | None = None,
-    spot_request_id: str = "",
+    spot_request_ids: tuple[str, ...] = (),
 ) -> Iterator[_Server]:
     """``scripted``: per EC2 Action, (status, body) answered first, in order;
     ``lose``: Actions forwarded to moto whose answer is replaced by a 503;
     ``public_ip``: the address instances report (e.g. a loopback sshd's);
     ``authorized_keys``: where imported key pairs are authorized, as cloud-init does;
-    ``spot_request_id``: the request id spot instances report (moto links none)."""
+    ``spot_request_ids``: the spot request each new spot instance reports, in order
+    (moto links none)."""
     with serve(
         CapacityProxyHandler,
         upstream=upstream,
@@ -208,7 +227,8 @@ def capacity_proxy(
         lose=set(lose),
         public_ip=public_ip,
         authorized_keys=authorized_keys,
-        spot_request_id=spot_request_id,
+        spot_request_ids=list(spot_request_ids),
+        spot_links={},
         refused=[],
     ) as server:
         yield server
