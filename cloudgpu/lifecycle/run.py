@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -166,10 +167,7 @@ class JobRun:
         self.state(states.BOOTSTRAPPING)
         machine = self._connect(got)
         try:
-            caps = got.provider.capabilities
-            self.deps.sink.info(bootstrap(machine, got.instance.id, caps, self.deadline))
-            self.state(states.STAGING)
-            stage_data(machine, self.job, self.deps.sink, self.deps.paths.cache_dir, self.deps.env)
+            self._prepare(machine, got)
             if resumed:
                 restore_checkpoint(machine, self.job, self.ckpt_local, self.deps.sink)
             rc = self._commands(machine, got)
@@ -182,6 +180,28 @@ class JobRun:
             return rc
         finally:
             machine.close()
+
+    def _prepare(self, machine: Machine, got: Provisioned) -> None:
+        """Bootstrap, then stage data. Where bootstrap only makes a directory (the NVMe is
+        not built from raw disks) both run at once: staging then costs no extra wait."""
+        caps = got.provider.capabilities
+        if caps.disposable:
+            self.deps.sink.info(bootstrap(machine, got.instance.id, caps, self.deadline))
+            self.state(states.STAGING)
+            self._stage(machine)
+            return
+        with ThreadPoolExecutor(1, thread_name_prefix="cloudgpu-bootstrap") as pool:
+            booting = pool.submit(bootstrap, machine, got.instance.id, caps, self.deadline)
+            self.state(states.STAGING)
+            try:
+                self._stage(machine)
+            except BaseException:
+                booting.result()  # a bootstrap failure explains a staging one: raise it first
+                raise
+            self.deps.sink.info(booting.result())
+
+    def _stage(self, machine: Machine) -> None:
+        stage_data(machine, self.job, self.deps.sink, self.deps.paths.cache_dir, self.deps.env)
 
     def _commands(self, machine: Machine, got: Provisioned) -> int:
         env = {

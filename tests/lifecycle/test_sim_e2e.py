@@ -169,16 +169,29 @@ outputs:
 
 
 def test_preemption_and_resume(tmp_path: Path, cloudgpu_home: Path) -> None:
-    configure(
-        cloudgpu_home,
-        [offer("sim.spot", 0.3, "spot"), offer("sim.od", 0.9)],
-        preempt_after=5.0,
-        preempt_notice=3.0,
+    configure(cloudgpu_home, [offer("sim.spot", 0.3, "spot"), offer("sim.od", 0.9)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cloudgpu", "launch", str(job_file(tmp_path, RESUMABLE)), "--yes"],
+        env={**os.environ, "CLOUDGPU_HOME": str(cloudgpu_home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
-    code, out, err = main_exit(["launch", str(job_file(tmp_path, RESUMABLE)), "--yes"])
-    assert code == 0, err
+    try:
+        # Once the job has made (and checkpointed) progress on the spot instance, the
+        # cloud announces an interruption 3 s ahead, as a spot market would.
+        wait_for(lambda: job_state(cloudgpu_home) == "running", timeout=120, what="running")
+        (spot,) = sim(cloudgpu_home).list_instances({})
+        ckpt = Path(spot.extra["dir"]) / "nvme" / "ckpt" / "step"
+        wait_for(lambda: ckpt.exists() and int(ckpt.read_text() or 0) >= 3, what="progress")
+        sim(cloudgpu_home).preempt(spot.id, notice=3.0)
+        out_b, err_b = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out, err = out_b.decode(), err_b.decode()
+    assert proc.returncode == 0, err
     starts = [int(ln.split()[-1]) for ln in out.splitlines() if ln.startswith("starting at")]
-    assert starts[0] == 0 and len(starts) == 2 and 0 < starts[1] < 30, out
+    assert starts[0] == 0 and len(starts) == 2 and 3 <= starts[1] < 30, out
     assert "spot preemption notice" in err and "re-provisioning without" in err
     assert (tmp_path / "results" / "result.txt").read_text() == "done at step 30\n"
     rec = store(cloudgpu_home).jobs()[0]
@@ -187,8 +200,7 @@ def test_preemption_and_resume(tmp_path: Path, cloudgpu_home: Path) -> None:
         ("spot", "preempted"),
         ("on_demand", "terminated"),
     ]
-    spend = store(cloudgpu_home).spend(job_id=rec.id)
-    assert len(spend) == 2  # the bill covers both instances
+    assert len(store(cloudgpu_home).spend(job_id=rec.id)) == 2  # the bill covers both
     res = cli_proc(["status", rec.id], cloudgpu_home)
     assert "preempted" in res.stdout and res.returncode == 0
     assert live_sim(cloudgpu_home) == []
