@@ -46,9 +46,13 @@ class Terminated(KeyboardInterrupt):
 
 
 @contextmanager
-def teardown_on_signals() -> Iterator[None]:
-    """SIGINT/SIGTERM raise once; a second one while tearing down is only reported."""
+def teardown_on_signals() -> Iterator[Callable[[], None]]:
+    """SIGINT/SIGTERM raise once; later ones are only reported. Yields ``shield``: call
+    it when teardown starts, so no signal can interrupt the teardown itself."""
     fired: list[int] = []
+
+    def shield() -> None:
+        fired.append(0)
 
     def handler(signum: int, frame: FrameType | None) -> None:
         if fired:
@@ -62,10 +66,10 @@ def teardown_on_signals() -> Iterator[None]:
         for s in old:
             signal.signal(s, handler)
     except ValueError:  # not the main thread (e.g. inside a test runner thread)
-        yield
+        yield shield
         return
     try:
-        yield
+        yield shield
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -170,8 +174,10 @@ def _run(
         ssh_timeout=_seconds(app, "ssh_timeout", 300),
     )
     try:
-        with teardown_on_signals():
-            opts = LaunchOptions(keep=keep, grace_s=_seconds(app, "deadline_grace", 300))
+        with teardown_on_signals() as shield:
+            opts = LaunchOptions(
+                keep=keep, grace_s=_seconds(app, "deadline_grace", 300), on_teardown=shield
+            )
             rc = JobRun(deps, job_id, job, offers, opts).execute()
         _maybe_reaper(app, job, job_id, keep, log_path)
         return rc

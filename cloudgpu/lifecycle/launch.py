@@ -94,6 +94,9 @@ def new_job_id(name: str) -> str:
 
 def create_job(store: Store, job: JobSpec, job_id: str, log_path: str) -> None:
     spec = asdict(job)
+    # Values in env: may be tokens; the store keeps only the names (the detached process
+    # re-reads the job file itself).
+    spec["env"] = dict.fromkeys(job.env, "***")
     store.add_job(
         job_id, job.name, spec, spec_path=job.source, log_path=log_path, state=states.PENDING
     )

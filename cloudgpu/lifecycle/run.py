@@ -13,7 +13,7 @@ provider name: only Capabilities.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +47,8 @@ MAX_PREEMPTIONS = 5
 class LaunchOptions:
     keep: bool = False
     grace_s: float = DEADLINE_GRACE_S
+    # Called as teardown starts, e.g. so a second Ctrl-C cannot interrupt it.
+    on_teardown: Callable[[], None] | None = None
 
 
 class JobRun:
@@ -105,6 +107,8 @@ class JobRun:
             keep = self.opts.keep and isinstance(exc, JobError)
             raise
         finally:
+            if self.opts.on_teardown is not None:
+                self.opts.on_teardown()
             self.watcher.close()
             self._end(keep)
 
