@@ -8,9 +8,11 @@
 # about two minutes ahead:
 # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
 #
-# On a notice it writes that JSON to $CLOUDGPU_NOTICE_FILE (atomically), runs
-# $CLOUDGPU_ON_NOTICE if set (e.g. flush checkpoints), and exits 0. It must not
-# stop or kill the job itself: the lifecycle decides what to do with the notice.
+# On a notice it writes {"action": "preempt", "time": <AWS's time>, "aws_action":
+# <stop|terminate|hibernate>, "source": "aws-imds"} to $CLOUDGPU_NOTICE_FILE (atomically,
+# the same shape as the other clouds' watchers), runs $CLOUDGPU_ON_NOTICE if set (e.g.
+# flush checkpoints), and exits 0. It must not stop or kill the job itself: the
+# lifecycle decides what to do with the notice.
 #
 # Environment (all optional):
 #   CLOUDGPU_NOTICE_FILE  where the notice goes   (default /run/cloudgpu/preempt.json)
@@ -32,6 +34,10 @@ new_token() {
         -H "X-aws-ec2-metadata-token-ttl-seconds: 21600") || token=""
 }
 
+field() {  # field NAME: a string value of the one-line JSON on stdin
+    sed -n "s/.*\"$1\"[[:space:]]*:[[:space:]]*\"\([^\"]*\)\".*/\1/p"
+}
+
 fetch_action() {
     # Prints the body; the HTTP status goes to the last line.
     curl -s -m 2 -w '\n%{http_code}' -H "X-aws-ec2-metadata-token: $token" \
@@ -48,7 +54,10 @@ while :; do
         body=$(printf '%s\n' "$out" | sed '$d')
         case "$status" in
             200)
-                printf '%s\n' "$body" > "$notice_file.tmp" && mv "$notice_file.tmp" "$notice_file"
+                action=$(printf '%s' "$body" | field action)
+                when=$(printf '%s' "$body" | field time)
+                printf '{"action": "preempt", "time": "%s", "aws_action": "%s", "source": "aws-imds"}\n' \
+                    "$when" "$action" > "$notice_file.tmp" && mv "$notice_file.tmp" "$notice_file"
                 if [ -n "${CLOUDGPU_ON_NOTICE:-}" ]; then
                     sh -c "$CLOUDGPU_ON_NOTICE" || true
                 fi

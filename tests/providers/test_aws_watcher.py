@@ -40,7 +40,12 @@ def test_notice_is_written_and_hook_run(tmp_path: Path) -> None:
         rc, notice, hook = _run(url_of(srv), tmp_path, max_polls=50)
         assert srv.gets == 3  # two 404 polls, then the notice
     assert rc == 0
-    assert json.loads(notice.read_text()) == NOTICE
+    assert json.loads(notice.read_text()) == {
+        "action": "preempt",
+        "time": NOTICE["time"],
+        "aws_action": "terminate",
+        "source": "aws-imds",
+    }
     assert hook.exists()
 
 
@@ -49,3 +54,10 @@ def test_no_notice_no_file(tmp_path: Path) -> None:
         rc, notice, hook = _run(url_of(srv), tmp_path, max_polls=3)
         assert srv.gets == 3  # every poll carried a valid IMDSv2 token
     assert rc == 1 and not notice.exists() and not hook.exists()
+
+
+def test_an_expired_token_is_renewed(tmp_path: Path) -> None:
+    with imds_server(NOTICE, notice_after=3, expire_after=2) as srv:
+        rc, notice, _ = _run(url_of(srv), tmp_path, max_polls=50)
+        assert srv.tokens_issued == 2  # the first token, then one after the 401
+    assert rc == 0 and json.loads(notice.read_text())["source"] == "aws-imds"

@@ -317,6 +317,7 @@ class ImdsHandler(_Quiet):
         ):
             self._send(400, b"", "text/plain")
             return
+        self.server.tokens_issued += 1
         self._send(200, self.server.token.encode(), "text/plain")
 
     def do_GET(self) -> None:
@@ -324,6 +325,8 @@ class ImdsHandler(_Quiet):
             self._send(401, b"", "text/plain")
             return
         self.server.gets += 1
+        if self.server.gets == self.server.expire_after:
+            self.server.token += "-renewed"  # the session token the client holds expires
         if (
             self.path == "/latest/meta-data/spot/instance-action"
             and self.server.action
@@ -335,12 +338,16 @@ class ImdsHandler(_Quiet):
 
 
 @contextmanager
-def imds_server(action: dict[str, str] | None, notice_after: int = 0) -> Iterator[_Server]:
+def imds_server(
+    action: dict[str, str] | None, notice_after: int = 0, expire_after: int = 0
+) -> Iterator[_Server]:
     with serve(
         ImdsHandler,
         token="AQAEAFakeTokenForTests==",
         action=action,
         notice_after=notice_after,
+        expire_after=expire_after,
+        tokens_issued=0,
         gets=0,
     ) as server:
         yield server
