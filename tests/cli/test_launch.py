@@ -221,3 +221,17 @@ def test_kill9_then_orphans(tmp_path: Path, cloudgpu_home: Path) -> None:
     (rec,) = store(cloudgpu_home).jobs()
     assert rec.state == "failed"
     assert [i.state for i in store(cloudgpu_home).instances(rec.id)] == ["terminated"]
+
+
+def test_invalid_yaml_and_unknown_key_are_one_line(tmp_path: Path) -> None:
+    bad = job_file(tmp_path, "name: x\nrun: [oops\n", "bad.yaml")
+    code, _, err = main_exit(["launch", str(bad), "--yes"])
+    assert code == 2 and err.startswith(f"error: {bad}:") and "invalid YAML" in err
+    typo = job_file(tmp_path, "name: x\nrun: y\nresorces: {gpu: L4}\n", "typo.yaml")
+    code, _, err = main_exit(["launch", str(typo), "--yes"])
+    assert code == 2
+    assert err.splitlines()[0] == (
+        f"error: {typo}:3: resorces: unknown key; did you mean 'resources'? expected one of: "
+        "checkpoint, data, env, limits, name, num_nodes, outputs, resources, run, setup, "
+        "workload"
+    )
