@@ -92,23 +92,7 @@ def _attempt(
         TAG_INSTANCE: rec_id,
     }
     token = uuid.uuid4().hex
-    deps.store.add_instance(
-        InstanceRecord(
-            id=rec_id,
-            job_id=job_id,
-            provider=offer.provider,
-            state=states.I_REQUESTED,
-            instance_type=offer.instance_type,
-            region=offer.region,
-            zone=offer.zone,
-            market=offer.market,
-            gpu=offer.gpu,
-            gpu_count=offer.gpu_count,
-            price_per_hour=offer.price_per_hour,
-            idempotency_token=token,
-            tags=tags,
-        )
-    )
+    deps.store.add_instance(_record(job_id, offer, rec_id, token, tags))
     request = CreateRequest(
         offer=offer,
         name=f"{job_id}-{rec_id[2:8]}",
@@ -140,6 +124,26 @@ def _attempt(
     return got
 
 
+def _record(
+    job_id: str, offer: Offer, rec_id: str, token: str, tags: dict[str, str]
+) -> InstanceRecord:
+    return InstanceRecord(
+        id=rec_id,
+        job_id=job_id,
+        provider=offer.provider,
+        state=states.I_REQUESTED,
+        instance_type=offer.instance_type,
+        region=offer.region,
+        zone=offer.zone,
+        market=offer.market,
+        gpu=offer.gpu,
+        gpu_count=offer.gpu_count,
+        price_per_hour=offer.price_per_hour,
+        idempotency_token=token,
+        tags=tags,
+    )
+
+
 def wait_running(deps: Deps, got: Provisioned, timeout: float = READY_TIMEOUT_S) -> Instance:
     inst = got.instance
     waited = 0.0
@@ -152,7 +156,10 @@ def wait_running(deps: Deps, got: Provisioned, timeout: float = READY_TIMEOUT_S)
             f"instance {inst.id} is {inst.state.value}, not running, after {waited:.0f} s",
             provider=got.provider.name,
         )
-    deps.store.update_instance(got.record_id, state=inst.state.value, ssh=ssh_dict(inst))
+    fields: dict[str, object] = {"state": inst.state.value, "ssh": ssh_dict(inst)}
+    if inst.launched_at:  # billing starts when the provider says the instance started
+        fields["launched_at"] = inst.launched_at
+    deps.store.update_instance(got.record_id, **fields)
     return inst
 
 
