@@ -7,6 +7,8 @@ cannot produce come from a loopback proxy that answers with EC2's real error bod
 
 from __future__ import annotations
 
+import base64
+import email
 import http.server
 import os
 import stat
@@ -327,3 +329,31 @@ def test_a_stale_key_pair_of_the_same_name_is_replaced(
         assert new["KeyFingerprint"] != old["KeyFingerprint"]
     finally:
         provider.terminate(inst.id)
+
+
+def _user_data_parts(moto_url: str, instance_id: str) -> list[str]:
+    attr = ec2_client(moto_url).describe_instance_attribute(
+        InstanceId=instance_id, Attribute="userData"
+    )
+    raw = base64.b64decode(attr["UserData"]["Value"]).decode()
+    msg = email.message_from_string(raw)
+    if not msg.is_multipart():
+        return [raw]
+    return [str(p.get_payload(decode=True).decode()) for p in msg.get_payload()]
+
+
+def test_boot_script_arms_the_deadline_and_the_spot_watcher(
+    provider: AWSProvider, moto_url: str
+) -> None:
+    spot = provider.create(_request(offer(market="spot"), user_data="#!/bin/sh\necho mine\n"))
+    od = provider.create(_request(offer()))
+    try:
+        parts = _user_data_parts(moto_url, spot.id)
+        assert parts[0].startswith("#!/bin/sh\nshutdown -P +")  # ~60 minutes from now
+        assert "spot/instance-action" in parts[1] and "setsid sh" in parts[1]
+        assert parts[2] == "#!/bin/sh\necho mine\n"
+        (only,) = _user_data_parts(moto_url, od.id)  # on-demand: no watcher
+        assert only.startswith("#!/bin/sh\nshutdown -P +")
+    finally:
+        provider.terminate(spot.id)
+        provider.terminate(od.id)
