@@ -146,10 +146,12 @@ def _record(
 
 def wait_running(deps: Deps, got: Provisioned, timeout: float = READY_TIMEOUT_S) -> Instance:
     inst = got.instance
-    waited = 0.0
+    waited, step = 0.0, 0.05
     while inst.state == InstanceState.PENDING and waited < timeout:
-        deps.sleep(0.5)
-        waited += 0.5
+        # Short polls first: a warm pool or a sim boots in well under a second.
+        deps.sleep(step)
+        waited += step
+        step = min(step * 1.5, 2.0)
         inst = got.provider.describe(inst.id)
     if inst.state != InstanceState.RUNNING:
         raise ProviderError(
