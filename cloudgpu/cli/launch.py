@@ -101,7 +101,14 @@ def _show_plan(job: JobSpec, ranking: Ranking, notes: list[str]) -> None:
 def launch(
     job_file: str, dry_run: bool, yes: bool, detach: bool, keep: bool, foreground_of: str | None
 ) -> None:
-    """Plan, provision, stage data, run JOB_FILE with live logs, collect outputs, tear down."""
+    """Plan, provision, stage data, run JOB_FILE with live logs, collect outputs, tear down.
+
+    \b
+    Exit status: the job's own exit code when its setup or run fails, else
+      0 success, 2 bad job file or nothing fits, 4 provider error (e.g. no capacity),
+      5 SSH/transfer error, 6 max_runtime/max_cost reached, 130 interrupted.
+    The instance is torn down in every case unless --keep.
+    """
     app = get_app()
     job = load_job(job_file)
     gathered = gather_offers(job, app.registry.names(), app.registry.get, _catalog(app))
