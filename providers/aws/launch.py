@@ -2,10 +2,11 @@
 and the run_instances arguments.
 
 Names of what is made for an instance are derived from the request's name
-(``cloudgpu-<name>``), so a retried create finds and reuses them instead of making
-duplicates, and terminate can find them from the instance alone. Every resource carries
-the request's tags. This module makes no decision about failover or cleanup order
-(provider.py does) and never deletes anything.
+(``cloudgpu-<name>``), so a retried create reuses its security group (and replaces a
+stale key pair) instead of making duplicates, and terminate can find them from the
+instance alone. Every resource carries the request's tags. This module makes no decision
+about failover or cleanup order (provider.py does) and deletes nothing but a stale key
+pair it is about to replace.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import re
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
+from dataclasses import dataclass
 from email.mime.multipart import MIMEMultipart
 from email.mime.text import MIMEText
 from importlib import resources
@@ -38,6 +40,23 @@ TAG_NVME = "cloudgpu-nvme-mount"
 # An availability zone ID ("use1-az2"): the same physical zone in every account, which
 # is why the catalog uses them; zone names ("us-east-1c") are mapped per account.
 ZONE_ID = re.compile(r"[a-z]{2,}[0-9]*-az[0-9]+")
+
+
+@dataclass(frozen=True)
+class Image:
+    id: str
+    root_device: str
+    min_disk_gb: int  # the root snapshot's size: a smaller root volume is refused
+    dlami: bool  # chosen by the default Deep Learning AMI rule
+
+
+def _image(item: dict[str, Any], dlami: bool) -> Image:
+    root = item.get("RootDeviceName", "/dev/sda1")
+    size = 0
+    for bdm in item.get("BlockDeviceMappings", []):
+        if bdm.get("DeviceName") == root:
+            size = int(bdm.get("Ebs", {}).get("VolumeSize", 0) or 0)
+    return Image(item["ImageId"], root, size, dlami)
 
 
 def resource_name(name: str) -> str:
@@ -106,8 +125,8 @@ def instance_type_info(call: Caller, ec2: Any, instance_type: str) -> dict[str, 
 
 def resolve_image(
     call: Caller, ec2: Any, settings: AwsSettings, requested: str | None, arch: str
-) -> tuple[str, str, bool]:
-    """(image id, root device name, is the default Deep Learning AMI rule).
+) -> Image:
+    """The AMI to launch.
 
     ``requested`` (job.yaml) beats config ``image``; either may be an AMI id or a name
     pattern. Without one, the documented rule: the newest available Amazon-owned Deep
@@ -118,7 +137,7 @@ def resolve_image(
         images = call("describe_images", ec2.describe_images, ImageIds=[choice]).get("Images", [])
         if not images:
             raise NotFoundError(f"image {choice} not found", provider=PROVIDER)
-        return choice, images[0].get("RootDeviceName", "/dev/sda1"), False
+        return _image(images[0], False)
     default = DEFAULT_IMAGE_NAME_ARM if arch == "arm64" else DEFAULT_IMAGE_NAME
     pattern = choice or settings.image_name or default
     filters = [
@@ -141,7 +160,7 @@ def resolve_image(
             hint="set providers.aws.image (an AMI id) or image: in job.yaml",
         )
     newest = max(images, key=lambda i: i.get("CreationDate", ""))
-    return newest["ImageId"], newest.get("RootDeviceName", "/dev/sda1"), pattern == default
+    return _image(newest, pattern == default)
 
 
 def ensure_key_pair(
@@ -247,7 +266,7 @@ def user_data(deadline: float | None, now: float, extra: str, spot: bool = False
 
 def run_args(
     request: CreateRequest,
-    image: tuple[str, str, bool],
+    image: Image,
     key_name: str,
     group_id: str,
     tags: Mapping[str, str],
@@ -255,10 +274,9 @@ def run_args(
     zone: str,
 ) -> dict[str, Any]:
     """Keyword arguments of ec2.run_instances for ``request`` in ``zone`` (a name)."""
-    image_id, root_device, _ = image
     offer = request.offer
     args: dict[str, Any] = {
-        "ImageId": image_id,
+        "ImageId": image.id,
         "InstanceType": offer.instance_type,
         "MinCount": 1,
         "MaxCount": 1,
@@ -268,9 +286,10 @@ def run_args(
         "InstanceInitiatedShutdownBehavior": "terminate",
         "BlockDeviceMappings": [
             {
-                "DeviceName": root_device,
+                "DeviceName": image.root_device,
                 "Ebs": {
-                    "VolumeSize": int(request.disk_gb),
+                    # Never below the image's own root snapshot, which EC2 would refuse.
+                    "VolumeSize": max(int(request.disk_gb), image.min_disk_gb),
                     "VolumeType": "gp3",
                     "DeleteOnTermination": True,
                 },

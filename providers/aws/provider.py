@@ -149,7 +149,7 @@ class AWSProvider(Provider):
             )
             if new_group:
                 made["group"] = group_id
-            tags = self._instance_tags(request, image[2])
+            tags = self._instance_tags(request, image.dlami)
             spot = request.offer.market == "spot"
             boot = launch.user_data(request.deadline, self.ctx.clock(), request.user_data, spot)
             args = launch.run_args(request, image, name, group_id, tags, boot, zone)

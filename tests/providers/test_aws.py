@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from cloudgpu_providers.aws import AWSProvider
+from cloudgpu_providers.aws.launch import Image, run_args
 
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import CapacityError, ConfigError, NotFoundError
@@ -357,3 +358,11 @@ def test_boot_script_arms_the_deadline_and_the_spot_watcher(
     finally:
         provider.terminate(spot.id)
         provider.terminate(od.id)
+
+
+def test_root_volume_is_never_below_the_image_snapshot() -> None:
+    image = Image(id="ami-1", root_device="/dev/sda1", min_disk_gb=75, dlami=True)
+    small = run_args(_request(offer(), disk_gb=8), image, "k", "sg-1", {}, "", "us-east-1a")
+    assert small["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"] == 75
+    big = run_args(_request(offer(), disk_gb=500), image, "k", "sg-1", {}, "", "us-east-1a")
+    assert big["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"] == 500
