@@ -250,24 +250,27 @@ def to_instance(rec: InstanceRecord) -> Instance:
     )
 
 
-@click.command("ssh")
+@click.command("ssh", context_settings={"ignore_unknown_options": True})
 @click.argument("job")
-def ssh(job: str) -> None:
-    """Open an interactive shell on a job's instance (host key checked against our pins)."""
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def ssh(job: str, command: tuple[str, ...]) -> None:
+    """Open a shell on a job's instance (`cloudgpu ssh JOB [-- CMD]`), with the system
+    ssh checking the host key against cloudgpu's pins."""
     app = get_app()
     store = app.store()
     jrec, rec = _live_instance(store, job)
     inst = to_instance(rec)
     store.add_event(jrec.id, ACTIVITY, "ssh", rec.id)
-    env = {**app.env, "CLOUDGPU_NVME": inst.nvme_mount, "CLOUDGPU_INSTANCE": inst.id}
     if inst.ssh is None:
-        shell = app.env.get("SHELL", "/bin/bash")
-        sys.exit(subprocess.call([shell], cwd=inst.workdir or None, env=env))
+        env = {**app.env, "CLOUDGPU_NVME": inst.nvme_mount, "CLOUDGPU_INSTANCE": inst.id}
+        argv = [app.env.get("SHELL", "/bin/bash")]
+        if command:
+            argv += ["-c", " ".join(shlex.quote(c) for c in command)]
+        sys.exit(subprocess.call(argv, cwd=inst.workdir or None, env=env))
     key = inst.ssh.key_file or str(ensure_keypair(app.paths.keys_dir)[0])
     known = app.paths.data_dir / "known_hosts"
     argv = [
         "ssh",
-        "-t",
         "-i",
         key,
         "-p",
@@ -276,8 +279,11 @@ def ssh(job: str) -> None:
         f"UserKnownHostsFile={known}",
         "-o",
         "StrictHostKeyChecking=yes",
-        f"{inst.ssh.user}@{inst.ssh.host}",
+        "-o",
+        "LogLevel=ERROR",
     ]
+    argv += ["-t"] if not command else []
+    argv += [f"{inst.ssh.user}@{inst.ssh.host}", *command]
     sys.exit(subprocess.call(argv))
 
 

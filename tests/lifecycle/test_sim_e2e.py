@@ -302,3 +302,21 @@ def test_disk_full_on_nvme(tmp_path: Path, cloudgpu_home: Path) -> None:
     assert "never" not in out
     assert live_sim(cloudgpu_home) == []
     assert job_state(cloudgpu_home) == "failed"
+
+
+def test_keep_then_ssh_and_exec_on_sim(tmp_path: Path, cloudgpu_home: Path) -> None:
+    configure(cloudgpu_home, [offer("sim.small", 0.9)])
+    job = job_file(tmp_path, "name: kept\nresources: {gpu: L4}\nrun: echo hi > /nvme/hi\n")
+    code, _, err = main_exit(["launch", str(job), "--yes", "--keep"])
+    assert code == 0, err
+    (rec,) = store(cloudgpu_home).jobs()
+    assert rec.state == "kept" and len(live_sim(cloudgpu_home)) == 1
+    # The system ssh checks the host key against the pin cloudgpu recorded.
+    res = cli_proc(["ssh", rec.id, "--", "cat", "/nvme/hi"], cloudgpu_home)
+    assert res.returncode == 0 and res.stdout == "hi\n", res.stderr
+    res = cli_proc(["exec", rec.id, "--", "sh", "-c", "echo $CLOUDGPU_NVME; exit 3"], cloudgpu_home)
+    assert res.returncode == 3 and res.stdout == "/nvme\n"
+    res = cli_proc(["down", "--all"], cloudgpu_home, env={"CLOUDGPU_SIM": "1"})
+    assert res.returncode == 0, res.stderr
+    assert live_sim(cloudgpu_home) == []
+    assert store(cloudgpu_home).job(rec.id).state == "stopped"
