@@ -29,7 +29,7 @@ from cloudgpu_providers.aws.settings import DLAMI_NVME_MOUNT, AwsSettings, parse
 
 from cloudgpu.catalog.gpus import GpuRegistry, load_registry
 from cloudgpu.catalog.offer import Offer
-from cloudgpu.errors import AuthError, ProviderError, TransientError
+from cloudgpu.errors import AuthError, NotFoundError, ProviderError, TransientError
 from cloudgpu.provider import (
     Availability,
     Capabilities,
@@ -126,6 +126,14 @@ class AWSProvider(Provider):
 
     def create(self, request: CreateRequest) -> Instance:
         region = request.offer.region or self.settings.home_region
+        if region not in self.regions():
+            # Outside the configured (or the account's enabled) regions: a sweep would
+            # never look there, so nothing is made there.
+            raise NotFoundError(
+                f"region {region} is not among the regions in use ({', '.join(self.regions())})",
+                provider=PROVIDER,
+                hint="add it to providers.aws.regions, or enable it for the account",
+            )
         ec2 = self.clients.ec2(region)
         if request.idempotency_token:
             token = request.idempotency_token[:64]

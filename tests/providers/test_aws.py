@@ -366,3 +366,12 @@ def test_root_volume_is_never_below_the_image_snapshot() -> None:
     assert small["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"] == 75
     big = run_args(_request(offer(), disk_gb=500), image, "k", "sg-1", {}, "", "us-east-1a")
     assert big["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"] == 500
+
+
+def test_a_region_outside_those_in_use_is_refused(provider: AWSProvider) -> None:
+    far = Offer(**{**offer().to_dict(), "region": "eu-west-1", "zone": "euw1-az1"})
+    with pytest.raises(NotFoundError, match="eu-west-1 is not among the regions in use"):
+        provider.create(_request(far))
+    nowhere = Offer(**{**offer().to_dict(), "region": "xx-nowhere-1", "zone": ""})
+    with pytest.raises(NotFoundError, match="xx-nowhere-1"):
+        provider.create(_request(nowhere))
