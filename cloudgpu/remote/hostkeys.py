@@ -84,7 +84,7 @@ def _store(known_hosts: Path, label: str, key: paramiko.PKey, *, replace: bool) 
         have = keys.lookup(label)
         if have and any(k.asbytes() == key.asbytes() for k in have.values()):
             return
-        if replace and label in keys:
+        while replace and label in keys:  # every key type recorded for the address
             del keys[label]
         keys.add(label, key.get_name(), key)
         _save(keys, known_hosts)

@@ -118,31 +118,23 @@ class SSHMachine:
         chan = self._channel(compose(command, full_env, cwd))
         chan.shutdown_write()  # jobs get EOF on stdin, never a hang waiting for input
         out = _Demux(on_stdout)
-        ended: int | None = None
         deadline = None if timeout is None else time.monotonic() + timeout
+        ended: int | None = None
+        give_up = float("inf")
         try:
-            while True:
-                if ended is None and stop is not None and stop.is_set():
-                    ended = EXIT_STOPPED
-                elif ended is None and deadline is not None and time.monotonic() >= deadline:
-                    ended = EXIT_TIMEOUT
+            while not _finished(chan):
+                if ended is None:
+                    ended = _why_end(stop, deadline)
+                    give_up = time.monotonic() + KILL_GRACE_S + 10
                 if ended is not None and not out.killed and out.pgid is not None:
                     self._kill(out.pgid)
                     out.killed = True
+                if ended is not None and time.monotonic() > give_up:
+                    return ended  # it never said which process group to kill: drop it
                 select.select([chan], [], [], 0.1)
-                while chan.recv_ready():
-                    out.feed(chan.recv(65536))
-                while chan.recv_stderr_ready():
-                    data = chan.recv_stderr(65536)
-                    if on_stderr:
-                        on_stderr(data)
-                if (
-                    chan.exit_status_ready()
-                    and not chan.recv_ready()
-                    and not chan.recv_stderr_ready()
-                ):
-                    break
-                if chan.closed or not self.transport.is_active():
+                _drain(chan, out.feed, on_stderr)
+                lost = chan.closed or not self.transport.is_active()
+                if lost and not chan.exit_status_ready():
                     raise RemoteError(f"{self.endpoint.label}: connection lost while running")
             status = chan.recv_exit_status()
         finally:
@@ -198,6 +190,28 @@ class SSHMachine:
         if self.openssh is not None:
             self.openssh.close()
         self.transport.close()
+
+
+def _why_end(stop: threading.Event | None, deadline: float | None) -> int | None:
+    if stop is not None and stop.is_set():
+        return EXIT_STOPPED
+    if deadline is not None and time.monotonic() >= deadline:
+        return EXIT_TIMEOUT
+    return None
+
+
+def _drain(chan: paramiko.Channel, on_stdout: OutputFn, on_stderr: OutputFn | None) -> None:
+    while chan.recv_ready():
+        on_stdout(chan.recv(65536))
+    while chan.recv_stderr_ready():
+        data = chan.recv_stderr(65536)
+        if on_stderr:
+            on_stderr(data)
+
+
+def _finished(chan: paramiko.Channel) -> bool:
+    """Exited, and everything it wrote before exiting has been read."""
+    return chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready()
 
 
 class _Demux:

@@ -88,3 +88,17 @@ def instance_for_port(port: int) -> Instance:
     return Instance(
         id="x", provider="t", state=InstanceState.RUNNING, ssh=SSHTarget("127.0.0.1", port)
     )
+
+
+def test_provider_pin_replaces_a_stale_entry(sshd_server: SSHDServer, tmp_path: Path) -> None:
+    # Clouds hand a released address to the next instance: the provider's fingerprint
+    # for the new one is authoritative over what an older instance left in known_hosts.
+    kh = tmp_path / "known_hosts"
+    stale = start_sshd(tmp_path / "old")
+    stale.stop()
+    label = host_label(sshd_server.host, sshd_server.port)
+    kh.write_text(f"{label} {(stale.dir / 'host_ed25519.pub').read_text()}")
+    with pytest.raises(HostKeyError, match="CHANGED"):
+        connect(instance_for(sshd_server), known_hosts=kh)
+    connect(instance_for(sshd_server, (sshd_server.host_key_fingerprint,)), known_hosts=kh).close()
+    connect(instance_for(sshd_server), known_hosts=kh).close()  # now pinned to the new key
