@@ -76,9 +76,10 @@ arm_deadline() {
     wait_s=$(( ${CLOUDGPU_DEADLINE%.*} - now ))
     [ "$wait_s" -gt 0 ] || wait_s=1
     # The watchdog is its own session and ignores hangups: it outlives the SSH login
-    # and the client. It keeps the instance id out of its own environment so it does
-    # not count itself among the job's processes.
-    setsid env -u CLOUDGPU_INSTANCE sh -c '
+    # and the client. It carries CLOUDGPU_DEADLINE_OF instead of the instance id, so it
+    # does not count itself among the job's processes, yet terminating the instance on a
+    # machine that stays up (this computer, an owned host) still finds and ends it.
+    setsid env -u CLOUDGPU_INSTANCE CLOUDGPU_DEADLINE_OF="${CLOUDGPU_INSTANCE:-none}" sh -c '
         sleep "$1"
         echo "deadline reached at $(date -u +%FT%TZ)" > "$3/deadline.fired"
         for f in /proc/[0-9]*/environ; do

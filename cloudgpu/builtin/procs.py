@@ -15,12 +15,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 INSTANCE_ENV = "CLOUDGPU_INSTANCE"
+WATCHDOG_ENV = "CLOUDGPU_DEADLINE_OF"  # carried by the bootstrap's deadline watchdog
 PROC = Path("/proc")
 
 
-def tagged_pids(instance_id: str, proc: Path = PROC) -> list[int]:
-    """PIDs whose environment holds ``CLOUDGPU_INSTANCE=instance_id``."""
-    needle = f"{INSTANCE_ENV}={instance_id}".encode()
+def tagged_pids(instance_id: str, proc: Path = PROC, *, watchdog: bool = False) -> list[int]:
+    """PIDs whose environment holds ``CLOUDGPU_INSTANCE=instance_id`` (the job's), and
+    with ``watchdog`` also ``CLOUDGPU_DEADLINE_OF=instance_id`` (its deadline watchdog)."""
+    needles = {f"{INSTANCE_ENV}={instance_id}".encode()}
+    if watchdog:
+        needles.add(f"{WATCHDOG_ENV}={instance_id}".encode())
     me = os.getpid()
     pids = []
     for entry in proc.iterdir() if proc.is_dir() else ():
@@ -30,7 +34,7 @@ def tagged_pids(instance_id: str, proc: Path = PROC) -> list[int]:
             env = (entry / "environ").read_bytes()
         except OSError:  # gone, or another user's process
             continue
-        if needle in env.split(b"\0"):
+        if needles & set(env.split(b"\0")):
             pids.append(int(entry.name))
     return pids
 
@@ -41,14 +45,14 @@ def stop_tagged(
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     """TERM the instance's processes, KILL what is left after ``grace_s``; return count."""
-    pids = tagged_pids(instance_id)
+    pids = tagged_pids(instance_id, watchdog=True)
     for pid in pids:
         _signal(pid, signal.SIGTERM)
     waited = 0.0
     while waited < grace_s and any(_alive(p) for p in pids):
         sleep(0.1)
         waited += 0.1
-    for pid in tagged_pids(instance_id):
+    for pid in tagged_pids(instance_id, watchdog=True):
         _signal(pid, signal.SIGKILL)
     return len(pids)
 
@@ -74,10 +78,12 @@ def _alive(pid: int) -> bool:
 
 
 def kill_script(instance_id: str) -> str:
-    """Shell text that stops the instance's processes on another machine (TERM, then KILL)."""
+    """Shell text that stops the instance's processes (and its deadline watchdog) on another
+    machine: TERM, then KILL."""
     return (
         "scan() { for f in /proc/[0-9]*/environ; do "
-        f"if tr '\\0' '\\n' < \"$f\" 2>/dev/null | grep -qx '{INSTANCE_ENV}={instance_id}'; "
+        f"if tr '\\0' '\\n' < \"$f\" 2>/dev/null | "
+        f"grep -qxE '({INSTANCE_ENV}|{WATCHDOG_ENV})={instance_id}'; "
         'then p=${f#/proc/}; kill -"$1" "${p%/environ}" 2>/dev/null; fi; done; }; '
         "scan TERM; sleep 2; scan KILL; true"
     )

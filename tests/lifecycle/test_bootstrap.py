@@ -7,9 +7,11 @@ import sys
 import time
 from pathlib import Path
 
+from cloudgpu.builtin.local import LocalProvider
 from cloudgpu.builtin.procs import tagged_pids
 from cloudgpu.lifecycle.bootstrap import bootstrap, script
-from cloudgpu.provider import Capabilities
+from cloudgpu.paths import Paths
+from cloudgpu.provider import TAG_JOB, Capabilities, CreateRequest, ProviderContext
 from cloudgpu.remote import LocalMachine
 from tests.lifecycle.helpers import wait_for
 
@@ -38,3 +40,13 @@ def test_deadline_stops_tagged_processes_with_no_client(tmp_path: Path) -> None:
     wait_for(lambda: job.poll() is not None, timeout=30, what="deadline to stop the job")
     assert (Path(m.nvme_path) / ".cloudgpu" / "deadline.fired").exists()
     assert tagged_pids(iid) == []
+
+
+def test_terminating_a_local_instance_ends_its_watchdog(paths: Paths) -> None:
+    p = LocalProvider(ProviderContext(config={}, paths=paths, env={}))
+    inst = p.create(CreateRequest(offer=p.offers()[0], name="wd", tags={TAG_JOB: "wd"}))
+    bootstrap(LocalMachine(Path(inst.workdir)), inst.id, p.capabilities, time.time() + 3600)
+    wait_for(lambda: bool(tagged_pids(inst.id, watchdog=True)), what="watchdog started")
+    assert tagged_pids(inst.id) == []  # the watchdog is not one of the job's processes
+    p.terminate(inst.id)
+    assert tagged_pids(inst.id, watchdog=True) == []
