@@ -21,7 +21,7 @@ from cloudgpu import remote
 from cloudgpu.catalog import GpuRegistry, load_catalog, load_registry
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.cli.context import App, get_app
-from cloudgpu.errors import ConfigError
+from cloudgpu.errors import CloudGPUError, ConfigError
 from cloudgpu.lifecycle import detach, states
 from cloudgpu.lifecycle.deps import Deps
 from cloudgpu.lifecycle.launch import (
@@ -110,23 +110,21 @@ def launch(
     The instance is torn down in every case unless --keep.
     """
     app = get_app()
-    job = load_job(job_file)
-    gathered = gather_offers(job, app.registry.names(), app.registry.get, _catalog(app))
-    ranking = plan_offers(job, gathered, load_registry())
-    if foreground_of is None:
-        _show_plan(job, ranking, gathered.notes)
+    if foreground_of is not None:
+        _foreground(app, job_file, foreground_of, keep)
+        return
+    job, ranking = _plan(app, job_file, show=True)
     if dry_run:
         click.echo("dry run: nothing launched")
         return
-    if not (yes or foreground_of):
+    if not yes:
         if not sys.stdin.isatty():
             raise ConfigError("launching costs money: confirm with --yes when not interactive")
         click.confirm(f"Launch on {describe_offer(ranking.fits[0])}?", abort=True)
     store = app.store()
-    job_id = foreground_of or new_job_id(job.name)
+    job_id = new_job_id(job.name)
     log_path = app.paths.logs_dir / f"{job_id}.log"
-    if foreground_of is None:
-        create_job(store, job, job_id, str(log_path))
+    create_job(store, job, job_id, str(log_path))
     if detach:
         pid = detach_spawn(app, job_file, job_id, keep, log_path)
         store.update_job(job_id, pid=pid)
@@ -134,7 +132,30 @@ def launch(
         click.echo(f"  follow: cloudgpu logs {job_id} -f    stop: cloudgpu down {job_id}")
         return
     click.echo(f"job {job_id}  (log: {log_path})", err=True)
-    rc = _run(app, job, job_id, ranking.fits, keep, log_path, terminal=foreground_of is None)
+    rc = _run(app, job, job_id, ranking.fits, keep, log_path, terminal=True)
+    if rc:
+        sys.exit(rc)
+
+
+def _plan(app: App, job_file: str, *, show: bool) -> tuple[JobSpec, Ranking]:
+    job = load_job(job_file)
+    gathered = gather_offers(job, app.registry.names(), app.registry.get, _catalog(app))
+    ranking = plan_offers(job, gathered, load_registry())
+    if show:
+        _show_plan(job, ranking, gathered.notes)
+    return job, ranking
+
+
+def _foreground(app: App, job_file: str, job_id: str, keep: bool) -> None:
+    """The detached process: the job record exists; any failure lands in it and the log."""
+    store = app.store()
+    log_path = app.paths.logs_dir / f"{job_id}.log"
+    try:
+        job, ranking = _plan(app, job_file, show=False)
+    except CloudGPUError as exc:
+        store.update_job(job_id, state=states.FAILED, error=str(exc)[:500])
+        raise
+    rc = _run(app, job, job_id, ranking.fits, keep, log_path, terminal=False)
     if rc:
         sys.exit(rc)
 

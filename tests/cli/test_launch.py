@@ -235,3 +235,13 @@ def test_invalid_yaml_and_unknown_key_are_one_line(tmp_path: Path) -> None:
         "checkpoint, data, env, limits, name, num_nodes, outputs, resources, run, setup, "
         "workload"
     )
+
+
+def test_detached_process_records_early_failure(tmp_path: Path, cloudgpu_home: Path) -> None:
+    s = store(cloudgpu_home)
+    s.add_job("bg-123456", "bg", {}, log_path=str(cloudgpu_home / "bg.log"))
+    bad = job_file(tmp_path, "name: bg\nrun: x\ndata: [{src: ./gone, dst: /nvme/x}]\n")
+    code, _, err = main_exit(["launch", str(bad), "--yes", "--foreground-of", "bg-123456"])
+    assert code == 2 and "does not exist" in err
+    rec = store(cloudgpu_home).job("bg-123456")
+    assert rec.state == "failed" and "does not exist" in rec.error
