@@ -14,7 +14,7 @@ import select
 import shlex
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import paramiko
@@ -157,34 +157,43 @@ class SSHMachine:
 
     # -- transfer --------------------------------------------------------------------
 
-    def _stream(self, command: str) -> transfer.Stream:
-        if self.openssh is not None:
-            return self.openssh.stream(command)
+    def _paramiko_stream(self, command: str) -> transfer.Stream:
         return ParamikoStream(self._channel(command))
+
+    def _transfer(self, op: Callable[[transfer.OpenStream], TransferStats]) -> TransferStats:
+        """Run ``op`` over the ssh binary when we have one, else (or if the binary cannot
+        connect, e.g. its key lives in an agent it cannot reach) over paramiko."""
+        if self.openssh is not None:
+            try:
+                return op(self.openssh.stream)
+            except transfer.TransportFailed:
+                self.openssh.close()
+                self.openssh = None  # a sync is incremental: retrying resends only the rest
+        return op(self._paramiko_stream)
 
     def put_dir(
         self, local: Path, remote: str, *, progress: ProgressFn | None = None
     ) -> TransferStats:
         if not local.is_dir():
             raise RemoteError(f"{local}: not a directory")
-        return transfer.put(self._stream, self.python, local, remote, progress)
+        return self._transfer(lambda s: transfer.put(s, self.python, local, remote, progress))
 
     def get_dir(
         self, remote: str, local: Path, *, progress: ProgressFn | None = None
     ) -> TransferStats:
-        return transfer.get(self._stream, self.python, remote, local, progress)
+        return self._transfer(lambda s: transfer.get(s, self.python, remote, local, progress))
 
     def put_file(
         self, local: Path, remote: str, *, progress: ProgressFn | None = None
     ) -> TransferStats:
         if not local.is_file():
             raise RemoteError(f"{local}: not a file")
-        return transfer.put(self._stream, self.python, local, remote, progress)
+        return self._transfer(lambda s: transfer.put(s, self.python, local, remote, progress))
 
     def get_file(
         self, remote: str, local: Path, *, progress: ProgressFn | None = None
     ) -> TransferStats:
-        return transfer.get(self._stream, self.python, remote, local, progress)
+        return self._transfer(lambda s: transfer.get(s, self.python, remote, local, progress))
 
     def close(self) -> None:
         if self.openssh is not None:

@@ -52,8 +52,15 @@ def agent_command(python: str, op: str, root: str) -> str:
     return f'P=python3; [ -x /usr/bin/python3 ] && P=/usr/bin/python3; exec "$P" {args}'
 
 
+class TransportFailed(RemoteError):
+    """The stream's transport itself failed (the ssh binary's own status 255), not the
+    agent: the caller may retry over another transport."""
+
+
 def _fail(op: str, remote: str, status: int, err: str) -> RemoteError:
     line = err.strip().splitlines()[-1] if err.strip() else f"exit status {status}"
+    if status == 255:  # the agent never exits 255; ssh does when it cannot connect
+        return TransportFailed(f"{op} {remote}: ssh failed ({line})")
     if status == 127:
         return RemoteError(
             f"{op} {remote}: python3 is missing on the instance ({line})",

@@ -13,7 +13,8 @@ reported out of band, as clouds print them to the console, so pinning is real.
 Config keys (all optional): boot_delay (s), capacity (table: instance type -> max live
 instances), default_capacity, preempt_after (s after launch for spot instances),
 preempt_notice (s of advance notice, default 120), nvme_tmpfs_mb (size-limited /nvme),
-namespaces (false: plain processes, /nvme exported as a path), offers (list of tables).
+namespaces (false: plain processes, /nvme exported as a path), offers (list of tables),
+max_lifetime (s; instances created without a deadline stop after it, default 24 h).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from cloudgpu.provider import (
     Provider,
     SSHTarget,
 )
+
+DEFAULT_MAX_LIFETIME_S = 24 * 3600
 
 _STATES = {
     inst.PENDING: InstanceState.PENDING,
@@ -199,7 +202,10 @@ class SimProvider(Provider):
             "nvme_tmpfs_mb": int(self._num("nvme_tmpfs_mb", 0)),
             "created_at": self.ctx.clock(),
             "boot_delay": self._num("boot_delay", 0),
-            "deadline": request.deadline,
+            # A backstop for instances nobody will ever terminate (a crashed test): like
+            # the expiry tag, but enforced by the instance itself.
+            "deadline": request.deadline
+            or self.ctx.clock() + self._num("max_lifetime", DEFAULT_MAX_LIFETIME_S),
             "preempt_after": None if preempt_after is None else self._num("preempt_after", 0),
             "preempt_notice": self._num("preempt_notice", 120),
             "idempotency_token": request.idempotency_token,

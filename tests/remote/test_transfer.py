@@ -135,3 +135,19 @@ def test_local_machine_maps_nvme_and_syncs(tmp_path: Path) -> None:
     assert out == [b"top\n"]
     assert m.get_dir("/nvme/data", tmp_path / "back").files_sent == 6
     assert snapshot(tmp_path / "back") == snapshot(src)
+
+
+def test_falls_back_to_paramiko_when_the_ssh_binary_fails(
+    machine: SSHMachine, tmp_path: Path
+) -> None:
+    if machine.openssh is None:
+        pytest.skip("this machine already moves bytes over paramiko")
+    broken = tmp_path / "broken-ssh"
+    broken.write_text("#!/bin/sh\necho 'Permission denied (publickey).' >&2\nexit 255\n")
+    broken.chmod(0o755)
+    machine.openssh.binary = str(broken)
+    src = tmp_path / "src"
+    make_tree(src)
+    assert machine.put_dir(src, str(tmp_path / "remote")).files_sent == 6
+    assert machine.openssh is None  # no second try of a binary that cannot connect
+    assert snapshot(tmp_path / "remote") == snapshot(src)
