@@ -115,6 +115,10 @@ class SimProvider(Provider):
         return Availability(True, f"simulated cloud on 127.0.0.1 (enabled by {source})", (source,))
 
     def offers(self) -> list[Offer]:
+        return list(self._offers)
+
+    @cached_property
+    def _offers(self) -> list[Offer]:
         items = self.ctx.config.get("offers")
         if items is None:
             return default_offers(self.ctx.paths)
