@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from cloudgpu_providers.aws import AWSProvider
+from cloudgpu_providers.aws.instances import map_state
 
 from cloudgpu.errors import AuthError, QuotaError, TransientError
 from cloudgpu.paths import Paths
@@ -234,3 +235,22 @@ def test_an_html_error_page_is_retried(moto_url: str, paths: Paths, tmp_path: Pa
         prov = make_provider(url_of(proxy), paths, str(tmp_path), max_attempts=3)
         with pytest.raises(TransientError, match="unreadable answer"):
             prov.list_instances({TAG_JOB: "nobody"})
+
+
+@pytest.mark.parametrize(
+    ("name", "reason", "state"),
+    [
+        ("pending", "", InstanceState.PENDING),
+        ("running", "", InstanceState.RUNNING),
+        ("stopping", "", InstanceState.STOPPING),
+        ("stopped", "", InstanceState.STOPPED),
+        ("shutting-down", "", InstanceState.STOPPING),
+        ("terminated", "Client.UserInitiatedShutdown", InstanceState.TERMINATED),
+        ("terminated", "Server.SpotInstanceTermination", InstanceState.PREEMPTED),
+        ("shutting-down", "Server.SpotInstanceTermination", InstanceState.PREEMPTED),
+        ("rebooting", "", InstanceState.UNKNOWN),
+    ],
+)
+def test_ec2_states_map_to_the_shared_states(name: str, reason: str, state: InstanceState) -> None:
+    item = {"State": {"Name": name}, "StateReason": {"Code": reason}}
+    assert map_state(item) == state
