@@ -133,6 +133,7 @@ def _ssh_true_baseline(home: Path, env: dict[str, str]) -> list[float]:
 
 
 def run(results_dir: Path) -> str:
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="cloudgpu-bench-lifecycle-") as tmp:
         root = Path(tmp)
         home = root / "home"
@@ -172,7 +173,8 @@ def run(results_dir: Path) -> str:
         "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} with "
         f"`python -m bench lifecycle`; {RUNS} runs each, after one warm-up launch; "
-        "a job staging 100 small files. Times in seconds.",
+        "a job staging 100 small files. Times in seconds. Load average at the start: "
+        f"{load:.1f} on {os.cpu_count()} CPUs (other work on the machine slows every row).",
         "",
         "| what | median | min | max | target | x ssh true |",
         "|---|---:|---:|---:|---:|---:|",
