@@ -65,9 +65,13 @@ def test_terminate_stops_the_instances_processes(paths: Paths) -> None:
     env = {**os.environ, "CLOUDGPU_INSTANCE": inst.id}
     # A job process that ignores SIGTERM and lives in its own session, as the job's would.
     proc = subprocess.Popen(
-        [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
-         "signal.SIG_IGN); time.sleep(60)"],
-        env=env, start_new_session=True,
+        [
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)",
+        ],
+        env=env,
+        start_new_session=True,
     )
     time.sleep(0.3)
     p.terminate(inst.id)
