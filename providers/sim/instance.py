@@ -102,13 +102,13 @@ def keygen(path: Path, comment: str) -> str:
 
 def sshd_config(d: Path, inside: str, port: int, user: str, env: dict[str, str]) -> str:
     """sshd_config text; paths as the instance's sshd sees them (``inside``)."""
-    setenv = " ".join(f"{k}={v}" for k, v in env.items())
+    setenv = " ".join(_q(f"{k}={v}") for k, v in env.items())
     return f"""# cloudgpu sim instance {d.name}: loopback only, key login only
 Port {port}
 ListenAddress 127.0.0.1
-HostKey {inside}/host_ed25519
-PidFile {inside}/sshd.pid
-AuthorizedKeysFile {inside}/authorized_keys
+HostKey {_q(inside + "/host_ed25519")}
+PidFile {_q(inside + "/sshd.pid")}
+AuthorizedKeysFile {_q(inside.replace("%", "%%") + "/authorized_keys")}
 AllowUsers {user}
 PermitRootLogin prohibit-password
 PasswordAuthentication no
@@ -122,6 +122,13 @@ Subsystem sftp internal-sftp
 SetEnv {setenv}
 LogLevel INFO
 """
+
+
+def _q(arg: str) -> str:
+    """One sshd_config argument, spaces and all (sshd splits unquoted ones)."""
+    if '"' in arg:
+        raise ProviderError(f"sim: unsupported character in path {arg!r}", provider="sim")
+    return f'"{arg}"'
 
 
 def spawn(d: Path, inside: str, namespaced: bool) -> int:
