@@ -188,7 +188,7 @@ from cloudgpu_providers.sim import SimProvider
 ctx = ProviderContext(config={"enabled": True}, paths=default_paths().ensure(), env={})
 p = SimProvider(ctx)
 o = next(o for o in p.offers() if o.market == "on_demand")
-req = CreateRequest(offer=o, name="dl", tags={"cloudgpu-job": "dl"}, deadline=time.time() + 2)
+req = CreateRequest(offer=o, name="dl", tags={"cloudgpu-job": "dl"}, deadline=time.time() + 6)
 print(p.create(req).id)
 """  # CLOUDGPU_HOME is inherited: the child sees the same data dir
     iid = subprocess.run(
