@@ -26,6 +26,8 @@ def cloudgpu_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "AZURE_TENANT_ID",
         "AZURE_SUBSCRIPTION_ID",
         "RUNPOD_API_KEY",
+        "LAMBDA_API_KEY",
+        "VAST_API_KEY",
         "GITHUB_TOKEN",
         "CLOUDGPU_SIM",
     ):

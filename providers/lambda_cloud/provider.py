@@ -1,0 +1,233 @@
+"""The Lambda provider: on-demand GPU VMs through Lambda Cloud's REST API.
+
+Plain HTTP (providers/lambda_cloud/api.py); no SDK. Config (``[providers.lambda]``; all
+optional):
+
+* ``api_url``: API base, default ``LAMBDA_API_BASE_URL`` or https://cloud.lambda.ai/api/v1
+* ``image_family``: boot image family (default: Lambda Stack, Lambda's own default);
+  job.yaml's ``image`` overrides it
+* ``ssh_port`` (default 22: set it when a port forward or bastion stands in front)
+* ``ssh_user`` (default ubuntu) and ``scratch_dir`` (default /home/ubuntu/scratch: the
+  root disk is the instance's local NVMe, there is no second device to mount)
+* ``attempts``, ``backoff_s``, ``poll_s``: retry and polling
+* ``api_key``: discouraged; prefer the ``LAMBDA_API_KEY`` environment variable
+
+What it creates: one instance per request, plus (once per public key, shared by every
+job) an account SSH key named ``cloudgpu-<digest>``; a public key is not a billed
+resource and other live jobs use it, so terminate() leaves it. Tags travel in the
+instance name (providers/lambda_cloud/names.py).
+
+Deadline: Lambda has no server-side expiry and no instance-scoped API key, so nothing on
+the instance can end billing (powering the VM off does not). Billing ends only when the
+lifecycle terminates the instance (its watcher at the deadline, teardown, or
+``cloudgpu down --orphans``, which finds it by owner). It must not print, log or store
+the API key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from cloudgpu_providers.lambda_cloud import instances as inst_mod
+from cloudgpu_providers.lambda_cloud import names
+from cloudgpu_providers.lambda_cloud.api import DEFAULT_BASE_URL, PROVIDER, LambdaClient
+from cloudgpu_providers.lambda_cloud.offers import offers_from_instance_types
+
+from cloudgpu.catalog.gpus import load_registry
+from cloudgpu.catalog.offer import Offer
+from cloudgpu.errors import CapacityError, NotFoundError, ProviderError, TransientError
+from cloudgpu.lifecycle.keys import ensure_keypair
+from cloudgpu.provider import (
+    TAG_INSTANCE,
+    TAG_JOB,
+    Availability,
+    Capabilities,
+    CreateRequest,
+    Instance,
+    Provider,
+)
+
+TERMINATE_CHECKS = 10
+
+
+class LambdaProvider(Provider):
+    name: ClassVar[str] = "lambda"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        spot=False,  # Lambda sells no spot/interruptible capacity
+        stop=False,  # instances can only be terminated
+        preemption_notice=False,
+        idempotent_create=True,  # emulated: the key is encoded in the instance name
+        remote=True,
+        billing_granularity_s=60,
+        # Not disposable: powering off does not end billing, and the root disk is the only
+        # local disk, so the bootstrap has nothing to format and nothing to gain.
+        disposable=False,
+    )
+
+    # -- credentials -----------------------------------------------------------------
+
+    def _key_and_source(self) -> tuple[str, str, tuple[str, ...]]:
+        looked = ("env:LAMBDA_API_KEY", "config:api_key")
+        key = self.ctx.env.get("LAMBDA_API_KEY", "").strip()
+        if key:
+            return key, "env:LAMBDA_API_KEY", looked
+        key = str(self.ctx.config.get("api_key") or "").strip()
+        if key:
+            return key, "config:api_key", looked
+        return "", "", looked
+
+    def availability(self) -> Availability:
+        key, source, looked = self._key_and_source()
+        if not key:
+            return Availability(False, "no Lambda API key (set LAMBDA_API_KEY)", looked)
+        return Availability(True, f"API key from {source}", looked)
+
+    def _client(self) -> LambdaClient:
+        key, _, _ = self._key_and_source()
+        if not key:
+            raise ProviderError("no Lambda API key", provider=PROVIDER, hint="set LAMBDA_API_KEY")
+        base = str(
+            self.ctx.config.get("api_url")
+            or self.ctx.env.get("LAMBDA_API_BASE_URL")
+            or DEFAULT_BASE_URL
+        )
+        return LambdaClient(
+            base,
+            key,
+            self.ctx.sleep,
+            attempts=int(self.ctx.config.get("attempts", 5)),
+            backoff_s=float(self.ctx.config.get("backoff_s", 1.0)),
+        )
+
+    def check(self) -> Availability:
+        av = self.availability()
+        if not av.enabled:
+            return av
+        self._client().call("GET", "/ssh-keys")
+        return Availability(True, f"{av.reason}; GET /ssh-keys answered", av.sources)
+
+    # -- offers ----------------------------------------------------------------------
+
+    def fetch_offers(self) -> list[Offer]:
+        data = self._client().call("GET", "/instance-types")
+        observed = datetime.fromtimestamp(self.ctx.clock(), UTC).isoformat(timespec="seconds")
+        return offers_from_instance_types(
+            data or {}, load_registry(), observed_at=observed.replace("+00:00", "Z")
+        )
+
+    # -- instances -------------------------------------------------------------------
+
+    def create(self, request: CreateRequest) -> Instance:
+        if request.offer.market == "spot":
+            raise CapacityError("Lambda sells no spot capacity", provider=PROVIDER)
+        client = self._client()
+        idem = request.tags.get(TAG_INSTANCE) or request.idempotency_token
+        wanted = self._identity(request, idem)
+        if idem:
+            existing = self._find(client, wanted)
+            if existing is not None:
+                return existing
+        ssh_key = self._register_key(client, request.ssh_public_key)
+        body = inst_mod.launch_body(
+            request,
+            name=names.encode(request.tags, idem),
+            ssh_key=ssh_key,
+            image_family=request.image or self.ctx.config.get("image_family") or None,
+        )
+        try:
+            data = client.call("POST", "/instance-operations/launch", body)
+        except TransientError:
+            # The launch may have landed before the connection broke: look for it by name.
+            found = self._find(client, wanted) if idem else None
+            if found is None:
+                raise
+            return found
+        ids = list((data or {}).get("instance_ids") or [])
+        if not ids:
+            raise CapacityError("Lambda launched no instance for this offer", provider=PROVIDER)
+        created = self.describe(str(ids[0]))
+        tags = {**created.tags, TAG_INSTANCE: idem, **request.tags}
+        return replace(created, tags=tags)
+
+    def describe(self, instance_id: str) -> Instance:
+        try:
+            data = self._client().call("GET", f"/instances/{instance_id}")
+        except NotFoundError:
+            data = None
+        return self._instance(data, instance_id)
+
+    def list_instances(self, tags: Mapping[str, str]) -> list[Instance]:
+        out = []
+        for raw in self._all(self._client()):
+            if not names.matches(raw.get("name"), tags):
+                continue
+            inst = self._instance(raw, str(raw.get("id")), extra_tags=tags)
+            if not inst.state.is_gone:
+                out.append(inst)
+        return out
+
+    def terminate(self, instance_id: str) -> None:
+        client = self._client()
+        if self.describe(instance_id).state.is_gone:
+            return
+        try:
+            client.call("POST", "/instance-operations/terminate", {"instance_ids": [instance_id]})
+        except NotFoundError:
+            return
+        for _ in range(TERMINATE_CHECKS):
+            if self.describe(instance_id).state.is_gone:
+                return
+            self.ctx.sleep(float(self.ctx.config.get("poll_s", 2.0)))
+        raise TransientError(
+            f"instance {instance_id} still exists after terminate",
+            provider=PROVIDER,
+            hint="`cloudgpu down --orphans` retries it",
+        )
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _instance(
+        self,
+        raw: Mapping[str, Any] | None,
+        instance_id: str,
+        extra_tags: Mapping[str, str] | None = None,
+    ) -> Instance:
+        return inst_mod.to_instance(
+            raw,
+            instance_id,
+            user=str(self.ctx.config.get("ssh_user") or "ubuntu"),
+            scratch=str(self.ctx.config.get("scratch_dir") or "/home/ubuntu/scratch"),
+            port=int(self.ctx.config.get("ssh_port") or 22),
+            extra_tags=extra_tags,
+        )
+
+    @staticmethod
+    def _identity(request: CreateRequest, idem: str) -> dict[str, str]:
+        wanted = {TAG_INSTANCE: idem}
+        if request.tags.get(TAG_JOB):
+            wanted[TAG_JOB] = request.tags[TAG_JOB]
+        return wanted
+
+    def _all(self, client: LambdaClient) -> list[dict[str, Any]]:
+        return [i for i in client.call("GET", "/instances") or [] if isinstance(i, dict)]
+
+    def _find(self, client: LambdaClient, wanted: Mapping[str, str]) -> Instance | None:
+        for raw in self._all(client):
+            if names.matches(raw.get("name"), wanted):
+                inst = self._instance(raw, str(raw.get("id")), extra_tags=wanted)
+                if not inst.state.is_gone:
+                    return inst
+        return None
+
+    def _register_key(self, client: LambdaClient, public_key: str) -> str:
+        """The account key name for ``public_key`` (the client's own key when empty)."""
+        public = public_key.strip() or ensure_keypair(self.ctx.paths.keys_dir)[1]
+        kname = inst_mod.key_name(public)
+        keys = client.call("GET", "/ssh-keys") or []
+        if any(isinstance(k, dict) and k.get("name") == kname for k in keys):
+            return kname
+        client.call("POST", "/ssh-keys", {"name": kname, "public_key": public})
+        return kname

@@ -1,0 +1,158 @@
+"""A small client for Vast.ai's REST API over plain HTTP (urllib), with error mapping.
+
+Base URL ``https://console.vast.ai/api/v0`` (https://docs.vast.ai/api-reference) unless
+``VAST_API_BASE_URL`` or the ``api_url`` config key says otherwise. The key goes in
+``Authorization: Bearer`` only: Vast also accepts ``?api_key=`` in the URL, which this
+client never uses, so the key cannot leak through a logged URL. Vast's error answers are
+``{"success": false, "error": "<code>", "msg": "<text>"}``; the mapping keys on the code
+where there is one. Must not put the key into an exception message.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from cloudgpu.errors import (
+    AuthError,
+    CapacityError,
+    NotFoundError,
+    ProviderError,
+    QuotaError,
+    TransientError,
+)
+
+DEFAULT_BASE_URL = "https://console.vast.ai/api/v0"
+PROVIDER = "vast"
+KEY_HINT = "check VAST_API_KEY (console.vast.ai > Account > API keys)"
+
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+SAFE_METHODS = frozenset({"GET", "DELETE"})
+# Error codes of an offer that is gone or was taken (someone else rented the machine).
+CAPACITY_CODES = frozenset({"no_such_ask", "ask_not_available", "offer_unavailable"})
+QUOTA_CODES = frozenset({"insufficient_credit", "insufficient_funds", "max_instances"})
+
+
+class VastClient:
+    """Sends JSON requests; retries throttling with backoff through the injected ``sleep``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        sleep: Callable[[float], None],
+        *,
+        attempts: int = 5,
+        backoff_s: float = 1.0,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self._sleep = sleep
+        self.attempts = max(1, attempts)
+        self.backoff_s = backoff_s
+        self.timeout_s = timeout_s
+
+    def __repr__(self) -> str:  # never show the key
+        return f"VastClient({self.base_url!r})"
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        query: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Send one request; return the parsed JSON object or raise a mapped ProviderError."""
+        url = self.base_url + path
+        if query:
+            url += "?" + urllib.parse.urlencode(
+                {k: v if isinstance(v, str) else json.dumps(v) for k, v in query.items()}
+            )
+        raw = None if body is None else json.dumps(dict(body)).encode()
+        delay = self.backoff_s
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return self._send(method, url, raw)
+            except _Retryable as exc:
+                if attempt == self.attempts:
+                    raise exc.error from None
+                self._sleep(delay)
+                delay = min(delay * 2, 30.0)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _send(self, method: str, url: str, raw: bytes | None) -> dict[str, Any]:
+        req = urllib.request.Request(
+            url,
+            data=raw,
+            method=method,
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+                "User-Agent": "cloudgpu",
+                "Authorization": f"Bearer {self._api_key}",
+            },
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                payload = resp.read()
+        except urllib.error.HTTPError as exc:
+            error = map_error(exc.code, exc.read() or b"")
+            if exc.code in RETRY_STATUSES:
+                raise _Retryable(error) from None
+            raise error from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+            reason = getattr(exc, "reason", exc)
+            error = TransientError(f"cannot reach {self.base_url}: {reason}", provider=PROVIDER)
+            if method in SAFE_METHODS:
+                raise _Retryable(error) from None
+            raise error from None
+        try:
+            parsed = json.loads(payload or b"{}")
+        except ValueError:
+            raise _Retryable(
+                TransientError("Vast answered with non-JSON", provider=PROVIDER)
+            ) from None
+        if not isinstance(parsed, dict):
+            raise ProviderError("Vast answered with an unexpected shape", provider=PROVIDER)
+        if parsed.get("success") is False:  # some failures come back as HTTP 200
+            raise map_error(200, payload)
+        return parsed
+
+
+class _Retryable(Exception):
+    def __init__(self, error: ProviderError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def error_code(raw: bytes) -> tuple[str, str]:
+    """(code, message) of a Vast error body."""
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return "", raw[:200].decode("utf-8", "replace")
+    if not isinstance(parsed, dict):
+        return "", ""
+    message = parsed.get("msg") or parsed.get("detail") or parsed.get("message") or ""
+    return str(parsed.get("error") or ""), str(message)
+
+
+def map_error(status: int, raw: bytes) -> ProviderError:
+    code, message = error_code(raw)
+    text = f"{message or 'HTTP ' + str(status)} ({code or status})"
+    if status in (401, 403) or code in ("invalid_api_key", "unauthorized", "auth_error"):
+        return AuthError(f"Vast rejected the API key: {text}", provider=PROVIDER, hint=KEY_HINT)
+    if code in CAPACITY_CODES:
+        return CapacityError(f"offer no longer available: {text}", provider=PROVIDER)
+    if code in QUOTA_CODES:
+        return QuotaError(f"account limit: {text}", provider=PROVIDER, hint="add credit at vast.ai")
+    if status == 404 or code == "not_found":
+        return NotFoundError(text, provider=PROVIDER)
+    if status in RETRY_STATUSES or status >= 500:
+        return TransientError(f"Vast HTTP {status}: {text}", provider=PROVIDER)
+    return ProviderError(f"Vast HTTP {status}: {text}", provider=PROVIDER)

@@ -1,0 +1,115 @@
+"""Vast.ai's live offers from the marketplace search (``GET /bundles/?q=<json>``).
+
+Vast is a marketplace: each search result (an "ask") is one host's machine, with
+``id`` (the ask to rent), ``gpu_name`` (``RTX 4090``), ``num_gpus``, ``gpu_ram`` and
+``cpu_ram`` in MB, ``cpu_cores_effective``, ``dph_total`` ($/hour, on-demand),
+``min_bid`` ($/hour, interruptible), ``geolocation`` (``Czechia, CZ``)
+(https://docs.vast.ai/api-reference/search/search-offers). The search has a ``limit``
+and an ``order`` but no cursor, so there is nothing to page: one call per market.
+
+Many asks share a shape; an Offer is one shape (``<n>x-<GPU>-<cpus>-<ram MB>``, the
+bundled snapshot's naming) at one location and market, priced by its cheapest ask, whose
+id travels in ``extra["ask_id"]`` so create() rents exactly that machine. Interruptible
+asks give spot offers at ``min_bid``. Must not invent a price: an ask without a positive
+price gives no offer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from cloudgpu.catalog.gpus import GpuRegistry
+from cloudgpu.catalog.offer import FLAG_UNKNOWN_GPU, Offer
+
+SOURCE = "vast:bundles-search"
+# Vast reports GPU memory as the card's usable MB (24564 for a 24 GB card): snap to the
+# spec's size when within this fraction, as the bundled snapshot does.
+SNAP = 0.08
+
+
+def search_query(market: str, limit: int) -> dict[str, Any]:
+    """The ``q`` object of a search: rentable, unrented, verified machines, cheapest first."""
+    return {
+        "rentable": {"eq": True},
+        "rented": {"eq": False},
+        "verified": {"eq": True},
+        "num_gpus": {"gte": 1},
+        "type": "bid" if market == "spot" else "on-demand",
+        "order": [["dph_total", "asc"]],
+        "limit": limit,
+    }
+
+
+def gpu_of(ask: Mapping[str, Any], registry: GpuRegistry) -> tuple[str, float, bool]:
+    raw = str(ask.get("gpu_name") or "")
+    memory = float(ask.get("gpu_ram") or 0) / 1024.0
+    canon = registry.canonical(raw, memory or None, provider="vast")
+    if canon:
+        spec = registry.spec(canon)
+        if spec and (not memory or abs(spec.memory_gb - memory) <= SNAP * spec.memory_gb):
+            memory = spec.memory_gb
+        return canon, round(memory, 1), True
+    return raw, round(memory, 1), False
+
+
+def shape_name(ask: Mapping[str, Any]) -> str:
+    gpu = str(ask.get("gpu_name") or "").replace(" ", "_")
+    cpus = int(float(ask.get("cpu_cores_effective") or 0))
+    return f"{int(ask.get('num_gpus') or 0)}x-{gpu}-{cpus}-{int(float(ask.get('cpu_ram') or 0))}"
+
+
+def offers_from_asks(
+    asks: Iterable[Mapping[str, Any]], market: str, registry: GpuRegistry, *, observed_at: str
+) -> list[Offer]:
+    best: dict[tuple[str, str], Offer] = {}
+    for ask in asks:
+        price = float((ask.get("min_bid") if market == "spot" else ask.get("dph_total")) or 0)
+        count = int(ask.get("num_gpus") or 0)
+        if price <= 0 or count <= 0 or not ask.get("id"):
+            continue
+        gpu, memory, known = gpu_of(ask, registry)
+        if memory <= 0:
+            continue
+        offer = Offer(
+            provider="vast",
+            instance_type=shape_name(ask),
+            region=str(ask.get("geolocation") or "unknown"),
+            zone="",
+            market=market,
+            gpu=gpu,
+            gpu_count=count,
+            gpu_memory_gb=memory,
+            vcpus=float(ask.get("cpu_cores_effective") or 0) or 1.0,
+            memory_gb=round(float(ask.get("cpu_ram") or 0) / 1024.0, 1) or 1.0,
+            price_per_hour=round(price, 6),
+            price_source=SOURCE,
+            observed_at=observed_at,
+            flags=() if known else (FLAG_UNKNOWN_GPU,),
+            extra={
+                "ask_id": int(ask["id"]),
+                "machine_id": ask.get("machine_id"),
+                "gpu_name": ask.get("gpu_name"),
+            },
+        )
+        key = (offer.instance_type, offer.region)
+        if key not in best or offer.price_per_hour < best[key].price_per_hour:
+            best[key] = offer
+    return sorted(best.values(), key=lambda o: (o.instance_type, o.region))
+
+
+def pick_ask(
+    asks: Iterable[Mapping[str, Any]], offer: Offer, registry: GpuRegistry
+) -> Mapping[str, Any] | None:
+    """The cheapest ask matching a snapshot offer (one without an ask id): same GPU and
+    count, and the same place when the offer names one."""
+    place = ", ".join(part.strip() for part in offer.region.split(",")[:2])
+    fitting = [
+        a
+        for a in asks
+        if int(a.get("num_gpus") or 0) == offer.gpu_count
+        and gpu_of(a, registry)[0] == offer.gpu
+        and (not place or str(a.get("geolocation") or "").startswith(place))
+    ]
+    key = "min_bid" if offer.market == "spot" else "dph_total"
+    return min(fitting, key=lambda a: float(a.get(key) or 0), default=None)

@@ -1,0 +1,256 @@
+"""The Vast.ai provider: GPU containers rented on Vast's marketplace through its REST API.
+
+Plain HTTP (providers/vast/api.py); the ``vastai`` CLI is not needed. Config
+(``[providers.vast]``; all optional):
+
+* ``api_url``: API base, default ``VAST_API_BASE_URL`` or https://console.vast.ai/api/v0
+* ``image``: container image (default below; job.yaml's ``image`` overrides it)
+* ``ssh_user`` (default root) and ``scratch_dir`` (default /workspace: the container
+  disk is the machine's local disk; there is no raw NVMe to mount)
+* ``offer_limit``: asks fetched per market on refresh (default 1000)
+* ``bid_factor``: an interruptible instance bids ``min_bid x bid_factor`` (default 1.0)
+* ``attempts``, ``backoff_s``, ``poll_s``: retry and polling
+* ``api_key``: discouraged; prefer ``VAST_API_KEY`` or the vastai CLI's key file
+
+What it creates: one instance (a "contract") per request, labelled with the job's tags,
+with the public key attached to it; terminate() destroys it and checks it is gone.
+Spot = Vast's interruptible instances (a bid); an outbid instance reads as PREEMPTED.
+It must not print, log or store the API key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+from cloudgpu_providers.vast import instances as inst_mod
+from cloudgpu_providers.vast import offers as offers_mod
+from cloudgpu_providers.vast.api import DEFAULT_BASE_URL, PROVIDER, VastClient
+
+from cloudgpu.catalog.gpus import load_registry
+from cloudgpu.catalog.offer import Offer
+from cloudgpu.errors import CapacityError, NotFoundError, ProviderError, TransientError
+from cloudgpu.lifecycle.keys import ensure_keypair
+from cloudgpu.provider import (
+    TAG_INSTANCE,
+    Availability,
+    Capabilities,
+    CreateRequest,
+    Instance,
+    InstanceState,
+    Provider,
+)
+
+DEFAULT_IMAGE = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
+TERMINATE_CHECKS = 10
+KEY_FILES = (".config/vastai/vast_api_key", ".vast_api_key")  # the vastai CLI's, new & old
+
+
+class VastProvider(Provider):
+    name: ClassVar[str] = "vast"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        spot=True,  # interruptible (bid) instances
+        stop=True,
+        preemption_notice=False,  # Vast gives none; an outbid instance is just stopped
+        idempotent_create=True,  # emulated: the key travels in the instance label
+        remote=True,
+        billing_granularity_s=1,
+        disposable=False,  # a container on someone's host: nothing to format or power off
+    )
+
+    # -- credentials -----------------------------------------------------------------
+
+    def _key_and_source(self) -> tuple[str, str, tuple[str, ...]]:
+        looked = ("env:VAST_API_KEY", "config:api_key", *(f"file:~/{f}" for f in KEY_FILES))
+        key = self.ctx.env.get("VAST_API_KEY", "").strip()
+        if key:
+            return key, "env:VAST_API_KEY", looked
+        key = str(self.ctx.config.get("api_key") or "").strip()
+        if key:
+            return key, "config:api_key", looked
+        home = self.ctx.env.get("HOME")
+        for rel in KEY_FILES if home else ():
+            try:
+                key = (Path(str(home)) / rel).read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError):
+                continue
+            if key:
+                return key, f"file:~/{rel}", looked
+        return "", "", looked
+
+    def availability(self) -> Availability:
+        key, source, looked = self._key_and_source()
+        if not key:
+            return Availability(False, "no Vast.ai API key (set VAST_API_KEY)", looked)
+        return Availability(True, f"API key from {source}", looked)
+
+    def _base_url(self) -> str:
+        return str(
+            self.ctx.config.get("api_url")
+            or self.ctx.env.get("VAST_API_BASE_URL")
+            or DEFAULT_BASE_URL
+        )
+
+    def _client(self) -> VastClient:
+        key, _, _ = self._key_and_source()
+        if not key:
+            raise ProviderError("no Vast.ai API key", provider=PROVIDER, hint="set VAST_API_KEY")
+        return VastClient(
+            self._base_url(),
+            key,
+            self.ctx.sleep,
+            attempts=int(self.ctx.config.get("attempts", 5)),
+            backoff_s=float(self.ctx.config.get("backoff_s", 1.0)),
+        )
+
+    def check(self) -> Availability:
+        av = self.availability()
+        if not av.enabled:
+            return av
+        self._client().call("GET", "/users/current/")
+        return Availability(True, f"{av.reason}; GET /users/current/ answered", av.sources)
+
+    # -- offers ----------------------------------------------------------------------
+
+    def _search(self, client: VastClient, market: str) -> list[dict[str, Any]]:
+        limit = int(self.ctx.config.get("offer_limit", 1000))
+        data = client.call("GET", "/bundles/", query={"q": offers_mod.search_query(market, limit)})
+        return [a for a in data.get("offers") or [] if isinstance(a, dict)]
+
+    def fetch_offers(self) -> list[Offer]:
+        client = self._client()
+        observed = datetime.fromtimestamp(self.ctx.clock(), UTC).isoformat(timespec="seconds")
+        observed = observed.replace("+00:00", "Z")
+        registry = load_registry()
+        out: list[Offer] = []
+        for market in ("on_demand", "spot"):
+            asks = self._search(client, market)
+            out += offers_mod.offers_from_asks(asks, market, registry, observed_at=observed)
+        return out
+
+    # -- instances -------------------------------------------------------------------
+
+    def create(self, request: CreateRequest) -> Instance:
+        client = self._client()
+        idem = request.tags.get(TAG_INSTANCE) or request.idempotency_token
+        if idem:
+            existing = self._find(client, {TAG_INSTANCE: idem})
+            if existing is not None:
+                return existing
+        ask_id, bid = self._ask(client, request.offer)
+        tags = {**request.tags, TAG_INSTANCE: idem} if idem else dict(request.tags)
+        label_tags = {**tags, "cloudgpu-instance-type": request.offer.instance_type}
+        body = inst_mod.create_body(
+            request,
+            label=inst_mod.encode_label(label_tags),
+            image=request.image or str(self.ctx.config.get("image") or DEFAULT_IMAGE),
+            onstart_cmd=inst_mod.onstart(
+                None if request.deadline is None else request.deadline - self.ctx.clock(),
+                self._base_url(),
+                request.user_data,
+            ),
+            bid=bid,
+        )
+        try:
+            data = client.call("PUT", f"/asks/{ask_id}/", body)
+        except TransientError:
+            found = self._find(client, {TAG_INSTANCE: idem}) if idem else None
+            if found is None:
+                raise
+            return found
+        contract = str(data.get("new_contract") or "")
+        if not contract:
+            raise CapacityError("Vast created no instance for this offer", provider=PROVIDER)
+        self._attach_key(client, contract, request.ssh_public_key)
+        return replace(self.describe(contract), tags=tags)
+
+    def describe(self, instance_id: str) -> Instance:
+        try:
+            data = self._client().call("GET", f"/instances/{instance_id}/")
+        except NotFoundError:
+            data = {}
+        raw = data.get("instances")
+        return self._instance(raw if isinstance(raw, dict) else None, instance_id)
+
+    def list_instances(self, tags: Mapping[str, str]) -> list[Instance]:
+        out = []
+        for raw in self._all(self._client()):
+            have = inst_mod.decode_label(raw.get("label"))
+            if have is None or any(have.get(k) != v for k, v in tags.items()):
+                continue
+            inst = self._instance(raw, str(raw.get("id")))
+            # A preempted (outbid) instance still exists and bills its disk: list it.
+            if inst.state != InstanceState.TERMINATED:
+                out.append(inst)
+        return out
+
+    def terminate(self, instance_id: str) -> None:
+        client = self._client()
+        if self.describe(instance_id).state == InstanceState.TERMINATED:
+            return
+        try:
+            client.call("DELETE", f"/instances/{instance_id}/")
+        except NotFoundError:
+            return
+        for _ in range(TERMINATE_CHECKS):
+            if self.describe(instance_id).state == InstanceState.TERMINATED:
+                return
+            self.ctx.sleep(float(self.ctx.config.get("poll_s", 2.0)))
+        raise TransientError(
+            f"instance {instance_id} still exists after destroy",
+            provider=PROVIDER,
+            hint="`cloudgpu down --orphans` retries it",
+        )
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _instance(self, raw: Mapping[str, Any] | None, instance_id: str) -> Instance:
+        return inst_mod.to_instance(
+            raw,
+            instance_id,
+            user=str(self.ctx.config.get("ssh_user") or "root"),
+            scratch=str(self.ctx.config.get("scratch_dir") or "/workspace"),
+        )
+
+    def _all(self, client: VastClient) -> list[dict[str, Any]]:
+        data = client.call("GET", "/instances/")
+        return [i for i in data.get("instances") or [] if isinstance(i, dict)]
+
+    def _find(self, client: VastClient, wanted: Mapping[str, str]) -> Instance | None:
+        for raw in self._all(client):
+            have = inst_mod.decode_label(raw.get("label")) or {}
+            if all(have.get(k) == v for k, v in wanted.items()):
+                inst = self._instance(raw, str(raw.get("id")))
+                if not inst.state.is_gone:
+                    return inst
+        return None
+
+    def _ask(self, client: VastClient, offer: Offer) -> tuple[int, float | None]:
+        """(ask id to rent, bid or None) for ``offer``; a snapshot offer is matched to the
+        cheapest fitting ask listed now."""
+        factor = float(self.ctx.config.get("bid_factor", 1.0))
+        explicit = offer.extra.get("ask_id") if offer.extra else None
+        if explicit:
+            bid = round(offer.price_per_hour * factor, 6) if offer.market == "spot" else None
+            return int(explicit), bid
+        ask = offers_mod.pick_ask(self._search(client, offer.market), offer, load_registry())
+        if ask is None:
+            raise CapacityError(
+                f"no Vast machine for {offer.instance_type} in {offer.region} now",
+                provider=PROVIDER,
+            )
+        bid = round(float(ask.get("min_bid") or 0) * factor, 6) if offer.market == "spot" else None
+        return int(ask["id"]), bid
+
+    def _attach_key(self, client: VastClient, contract: str, public_key: str) -> None:
+        """Authorize the job's key on the instance (the client's own key when none given).
+        A failure here would leave a billed instance nobody can reach: destroy it first."""
+        public = public_key.strip() or ensure_keypair(self.ctx.paths.keys_dir)[1]
+        try:
+            client.call("POST", f"/instances/{contract}/ssh/", {"ssh_key": public})
+        except ProviderError:
+            self.terminate(contract)
+            raise
