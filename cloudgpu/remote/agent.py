@@ -68,9 +68,10 @@ def _entry(st: os.stat_result) -> tuple[bytes, int, int, int] | None:
 
 
 def scan(root: bytes) -> Manifest:
-    """Every regular file, symlink and directory under ``root`` (symlinks not followed)."""
+    """Every regular file, symlink and directory under ``root``. Symlinks inside are kept
+    as links; ``root`` itself is followed, as ``rsync -a src/`` does."""
     try:
-        top = _entry(os.lstat(root))
+        top = _entry(os.stat(root))
     except FileNotFoundError:
         return {}
     if top is None:

@@ -151,3 +151,14 @@ def test_falls_back_to_paramiko_when_the_ssh_binary_fails(
     assert machine.put_dir(src, str(tmp_path / "remote")).files_sent == 6
     assert machine.openssh is None  # no second try of a binary that cannot connect
     assert snapshot(tmp_path / "remote") == snapshot(src)
+
+
+def test_symlinked_roots_are_followed(machine: SSHMachine, tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    make_tree(real)
+    (tmp_path / "alias").symlink_to(real)
+    (tmp_path / "remote-real").mkdir()
+    (tmp_path / "remote-alias").symlink_to(tmp_path / "remote-real")
+    assert machine.put_dir(tmp_path / "alias", str(tmp_path / "remote-alias")).files_sent == 6
+    assert snapshot(tmp_path / "remote-real") == snapshot(real)
+    assert machine.put_dir(tmp_path / "alias", str(tmp_path / "remote-alias")).files_sent == 0
