@@ -162,3 +162,21 @@ def test_symlinked_roots_are_followed(machine: SSHMachine, tmp_path: Path) -> No
     assert machine.put_dir(tmp_path / "alias", str(tmp_path / "remote-alias")).files_sent == 6
     assert snapshot(tmp_path / "remote-real") == snapshot(real)
     assert machine.put_dir(tmp_path / "alias", str(tmp_path / "remote-alias")).files_sent == 0
+
+
+def test_corrupted_download_is_detected_and_not_kept(machine: SSHMachine, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    make_tree(src)
+    machine.put_dir(src, str(tmp_path / "remote"))
+    # A faulty pipe on the way back: one bit of what the agent sends is flipped.
+    flipper = tmp_path / "flaky-python"
+    flipper.write_text(
+        '#!/bin/sh\npython3 "$@" | python3 -c \'import sys; d = sys.stdin.buffer.read()\n'
+        "i = len(d) // 2\n"
+        "sys.stdout.buffer.write(d[:i] + bytes([d[i] ^ 1]) + d[i + 1:] if d else d)'\n"
+    )
+    flipper.chmod(0o755)
+    machine.python = str(flipper)
+    with pytest.raises(RemoteError, match="integrity check failed"):
+        machine.get_dir(str(tmp_path / "remote"), tmp_path / "back")
+    assert not [p for p in (tmp_path / "back").rglob("*") if p.is_file()]
