@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -69,7 +70,7 @@ def start_sshd(d: Path) -> subprocess.Popen[bytes]:
     log = open(d / "sshd.log", "ab")  # noqa: SIM115 - handed to the child
     try:
         return subprocess.Popen(
-            ["/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")],
+            [shutil.which("sshd") or "/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,

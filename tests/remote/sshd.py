@@ -88,6 +88,8 @@ LogLevel ERROR
 
 def start_sshd(d: Path, port: int | None = None, *, fresh_host_key: bool = False) -> SSHDServer:
     """Start sshd with its files in ``d``; reuses the keys already there unless told."""
+    if not os.path.exists(SSHD):
+        raise RuntimeError("OpenSSH's sshd is not installed: run `make sysdeps`")
     d.mkdir(parents=True, exist_ok=True)
     os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege-separation dir (root only)
     if fresh_host_key:
