@@ -98,18 +98,26 @@ def offers_from_asks(
     return sorted(best.values(), key=lambda o: (o.instance_type, o.region))
 
 
+def country(place: str) -> str:
+    """The country code of a Vast location: ``Quebec, CA`` (live) or ``Quebec, CA, NA``
+    (the snapshot, which adds the continent) both give ``CA``."""
+    parts = [p.strip() for p in place.split(",")]
+    return parts[1] if len(parts) >= 2 else ""
+
+
 def pick_ask(
     asks: Iterable[Mapping[str, Any]], offer: Offer, registry: GpuRegistry
 ) -> Mapping[str, Any] | None:
     """The cheapest ask matching a snapshot offer (one without an ask id): same GPU and
-    count, and the same place when the offer names one."""
-    place = ", ".join(part.strip() for part in offer.region.split(",")[:2])
+    count, in the same country when the offer names one (hosts come and go; the country
+    is what a user picked the offer for)."""
+    want = country(offer.region)
     fitting = [
         a
         for a in asks
         if int(a.get("num_gpus") or 0) == offer.gpu_count
         and gpu_of(a, registry)[0] == offer.gpu
-        and (not place or str(a.get("geolocation") or "").startswith(place))
+        and (not want or country(str(a.get("geolocation") or "")) == want)
     ]
     key = "min_bid" if offer.market == "spot" else "dph_total"
     return min(fitting, key=lambda a: float(a.get(key) or 0), default=None)
