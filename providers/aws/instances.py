@@ -9,6 +9,7 @@ first; then its spot request is cancelled, then the group and key pair named
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,31 @@ STATES = {
 LIVE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
 # StateReason codes of an instance AWS took back (spot interruption).
 PREEMPT_REASONS = ("Server.SpotInstanceTermination", "Server.SpotInstanceShutdown")
+
+
+# cloud-init prints the instance's SSH host key fingerprints to the serial console
+# between these markers; EC2 serves that console through GetConsoleOutput.
+_FP_BLOCK = re.compile(
+    r"-----BEGIN SSH HOST KEY FINGERPRINTS-----(.*?)-----END SSH HOST KEY FINGERPRINTS-----",
+    re.S,
+)
+_FP = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
+
+
+def console_fingerprints(call: Caller, ec2: Any, instance_id: str) -> tuple[str, ...]:
+    """Host key fingerprints from the instance's console, () when not (yet) there.
+
+    The console appears minutes after boot, or not at all without the permission:
+    then the SSH layer pins the key on first use instead, so no error is raised here.
+    """
+    try:
+        out = call("get_console_output", ec2.get_console_output, InstanceId=instance_id)
+    except ProviderError:
+        return ()
+    found: list[str] = []
+    for block in _FP_BLOCK.findall(str(out.get("Output") or "")):
+        found += [fp for fp in _FP.findall(block) if fp not in found]
+    return tuple(found)
 
 
 def is_not_found(err: ProviderError) -> bool:

@@ -9,6 +9,7 @@ mapping, lookups, teardown). It never caches offers (the CLI does) and never pri
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -17,6 +18,7 @@ from cloudgpu_providers.aws.credentials import find_credentials
 from cloudgpu_providers.aws.faults import PROVIDER, Caller
 from cloudgpu_providers.aws.instances import (
     Teardown,
+    console_fingerprints,
     describe_raw,
     find_raw,
     owned_name,
@@ -70,6 +72,7 @@ class AWSProvider(Provider):
         self._region_of: dict[str, str] = {}
         self._notice_checked: dict[str, float] = {}
         self._all_regions: tuple[str, ...] | None = None
+        self._fingerprints: dict[str, tuple[str, ...]] = {}
 
     # -- discovery -------------------------------------------------------------------
 
@@ -232,7 +235,15 @@ class AWSProvider(Provider):
         found = self._locate(instance_id)
         if found is None:
             return Instance(id=instance_id, provider=PROVIDER, state=InstanceState.TERMINATED)
-        return self._record(found[1], found[0])
+        inst = self._record(found[1], found[0])
+        if inst.state != InstanceState.RUNNING or inst.ssh is None:
+            return inst
+        prints = self._fingerprints.get(instance_id) or console_fingerprints(
+            self.call, self.clients.ec2(found[0]), instance_id
+        )
+        if prints:
+            self._fingerprints[instance_id] = prints
+        return replace(inst, ssh=replace(inst.ssh, host_key_fingerprints=prints))
 
     def list_instances(self, tags: Mapping[str, str]) -> list[Instance]:
         out: list[Instance] = []

@@ -11,6 +11,7 @@ authorized in the sshd's authorized_keys, as cloud-init does with the launch key
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import signal
@@ -215,4 +216,66 @@ def test_spot_notice_reprovisions_and_resumes(
     (rec,) = store(cloudgpu_home).jobs()
     insts = store(cloudgpu_home).instances(rec.id)
     assert [i.state for i in insts] == ["preempted", "terminated"]
+    assert _live_instances(moto_url) == []
+
+
+# GetConsoleOutput in AWS's shape
+# (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_GetConsoleOutput.html); the
+# output is the serial console, base64, with the block cloud-init prints at first boot.
+CONSOLE_XML = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n'
+    '<GetConsoleOutputResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+    "<requestId>b1c2d3e4-0000-4000-8000-example</requestId>"
+    "<instanceId>i-0598c7d356eba48d7</instanceId>"
+    "<timestamp>2026-12-01T02:00:00.000Z</timestamp><output>{output}</output>"
+    "</GetConsoleOutputResponse>"
+)
+CLOUD_INIT = """[   12.345678] cloud-init[1021]: Cloud-init v. 24.1 running 'modules:config'
+-----BEGIN SSH HOST KEY FINGERPRINTS-----
+256 {fp} root@ip-172-31-20-7 (ED25519)
+-----END SSH HOST KEY FINGERPRINTS-----
+ec2: #############################################################
+"""
+
+
+def _console(fp: str) -> tuple[int, bytes]:
+    text = CLOUD_INIT.format(fp=fp).encode()
+    return 200, CONSOLE_XML.format(output=base64.b64encode(text).decode()).encode()
+
+
+@pytest.mark.parametrize("honest", [True, False])
+def test_host_key_is_checked_against_the_console_fingerprint(
+    moto_url: str,
+    sshd: SSHDServer,
+    nvme: Path,
+    cloudgpu_home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    honest: bool,
+) -> None:
+    # A fingerprint that is not the sshd's stands for an address taken over by someone.
+    fp = sshd.host_key_fingerprint if honest else "SHA256:" + "A" * 43
+    with capacity_proxy(
+        moto_url,
+        public_ip="127.0.0.1",
+        authorized_keys=sshd.dir / "authorized_keys",
+        scripted={"GetConsoleOutput": [_console(fp)] * 5},
+    ) as proxy:
+        paths = default_paths({"CLOUDGPU_HOME": str(cloudgpu_home)}).ensure()
+        paths.config_file.write_text(
+            f'[providers.aws]\nregions = ["us-east-1"]\nendpoint_url = "{url_of(proxy)}"\n'
+            f'ssh_cidr = "127.0.0.1/32"\nssh_port = {sshd.port}\nssh_user = "{sshd.user}"\n'
+            f'image_name = "Deep Learning AMI Ubuntu*"\nnvme_mount = "{nvme}"\npoll_s = 0\n'
+            "[launch]\nssh_timeout = 30\n"
+        )
+        for k, v in FAKE_ENV.items():
+            monkeypatch.setenv(k, v)
+        code, out, err = main_exit(["launch", str(job_file(tmp_path, JOB)), "--yes"])
+    assert ("GetConsoleOutput", 200) in proxy.refused
+    if honest:
+        assert code == 0, err
+        assert "pinned on first use" not in out + err  # verified out of band instead
+    else:
+        assert code != 0 and "Traceback" not in err
+        assert "not the one the provider reported" in out + err
     assert _live_instances(moto_url) == []
