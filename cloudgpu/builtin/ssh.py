@@ -29,6 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
+import paramiko
+
 from cloudgpu.builtin import hostinfo
 from cloudgpu.builtin.procs import kill_script
 from cloudgpu.catalog.gpus import load_registry
@@ -44,6 +46,7 @@ from cloudgpu.provider import (
     SSHTarget,
 )
 from cloudgpu.remote import connect
+from cloudgpu.remote.hostkeys import host_label
 
 _GPUS_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9._-]*)\s*(?::\s*(\d+))?\s*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -146,24 +149,28 @@ class SSHProvider(Provider):
 
     def check(self) -> Availability:
         """Reach every host once, probe what it has, and cache it for offers()."""
-        reached, failed = [], []
+        reached: list[str] = []
+        failed: list[str] = []
+        pinned: list[str] = []
         for h in self.hosts():
             try:
-                self._probe(h)
+                self._probe(h, pinned)
                 reached.append(h.name)
             except CloudGPUError as exc:
                 failed.append(f"{h.name}: {exc}")
         if not reached:
             return Availability(False, "; ".join(failed) or "no hosts configured")
-        reason = f"reached {', '.join(reached)}"
-        return Availability(True, reason + (f"; failed {'; '.join(failed)}" if failed else ""))
+        # A key pinned on first use is said out loud, never accepted silently.
+        reason = "; ".join([f"reached {', '.join(reached)}", *pinned, *failed])
+        return Availability(True, reason)
 
-    def _probe(self, h: Host) -> dict[str, Any]:
+    def _probe(self, h: Host, pinned: list[str]) -> dict[str, Any]:
         machine = connect(
             self._target_instance(h, "probe"),
             known_hosts=self.known_hosts,
             timeout=20,
             use_openssh=False,
+            on_new_host_key=lambda label, fp: pinned.append(f"pinned {label} {fp}"),
         )
         out: list[bytes] = []
         try:
@@ -317,7 +324,10 @@ class SSHProvider(Provider):
 
     def _stop_processes(self, h: Host, instance_id: str) -> None:
         # Best effort: an unreachable host cannot run the job either; the reservation is
-        # released regardless so the user is never locked out of their own machine.
+        # released regardless so the user is never locked out of their own machine. A
+        # host never connected to (key not pinned yet) cannot have started the job.
+        if not _pinned(self.known_hosts, h):
+            return
         try:
             machine = connect(
                 self._target_instance(h, instance_id),
@@ -360,6 +370,16 @@ def _gpu_memory(name: str) -> float:
             return 0.0
         spec = registry.spec(variants[0]) if variants else None
     return spec.memory_gb if spec else 0.0
+
+
+def _pinned(known_hosts: Path, h: Host) -> bool:
+    if not known_hosts.exists():
+        return False
+    try:
+        keys = paramiko.HostKeys(str(known_hosts))
+    except (OSError, paramiko.SSHException):
+        return False
+    return keys.lookup(host_label(h.host, h.port)) is not None
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

@@ -76,6 +76,7 @@ def test_check_probes_and_pins_host_key(paths: Paths, server: SSHDServer, tmp_pa
     p = make(paths, [table])
     av = p.check()
     assert av.enabled and "box1" in av.reason
+    assert f"pinned [127.0.0.1]:{server.port} {server.host_key_fingerprint}" in av.reason
     (o,) = p.offers()
     assert o.vcpus >= 1 and o.gpu_count == 0  # no nvidia-smi on this machine
     known = (paths.data_dir / "known_hosts").read_text()
