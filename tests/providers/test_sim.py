@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -312,3 +314,14 @@ def test_authorizes_the_requested_public_key(
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
     with pytest.raises(RemoteError, match="authentication failed"):
         connect(running, known_hosts=paths.data_dir / "known_hosts", key_file=other)
+
+
+def test_an_instance_killed_from_outside_reads_as_terminated(
+    provider: SimProvider, offer: Offer
+) -> None:
+    inst = wait_state(provider, provider.create(request(offer)).id, InstanceState.RUNNING)
+    pid = json.loads((Path(inst.extra["dir"]) / "state.json").read_text())["launcher_pid"]
+    os.kill(pid, signal.SIGKILL)  # the host "lost" the VM without anyone recording it
+    gone = wait_state(provider, inst.id, InstanceState.TERMINATED)
+    assert gone.extra["reason"] == "instance vanished"
+    assert provider.list_instances({TAG_JOB: inst.tags[TAG_JOB]}) == []
