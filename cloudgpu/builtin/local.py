@@ -96,7 +96,7 @@ class LocalProvider(Provider):
             for inst in self._all():
                 if inst.extra.get("idempotency_token") == token:
                     return inst
-        iid = f"local-{request.name}-{os.urandom(3).hex()}"
+        iid = f"local-{os.urandom(5).hex()}"
         work = self.root / iid
         (work / "nvme").mkdir(parents=True)
         record = {

@@ -115,12 +115,12 @@ def status(job: str | None, as_json: bool) -> None:
     if not rows:
         click.echo("no jobs yet: `cloudgpu launch job.yaml`")
         return
-    click.echo(f"{'JOB':<28} {'STATE':<13} {'PROVIDER':<9} {'TYPE':<20} {'COST':>9}  INSTANCES")
+    click.echo(f"{'JOB':<28} {'STATE':<13} {'PROVIDER':<9} {'TYPE':<20} {'COST':>10}  INSTANCES")
     for r in rows:
         inst = ", ".join(f"{i['provider_id'] or i['id']}:{i['state']}" for i in r["instances"])
         click.echo(
             f"{r['id']:<28} {r['state']:<13} {r['provider'] or '-':<9} "
-            f"{r['instance_type'] or '-':<20} ${r['cost']:>8.4f}  {inst or '-'}"
+            f"{r['instance_type'] or '-':<20} {'$' + format(r['cost'], '.4f'):>10}  {inst or '-'}"
         )
     for r in rows:
         for e in r.get("events", []):
