@@ -82,8 +82,11 @@ def rank_offers(job: JobSpec, gathered: Gathered, gpus: GpuRegistry) -> Ranking:
     ranking = rank(job, gathered.offers, gpus)
     if not ranking.fits:
         err = nothing_fits(job, ranking)
-        if gathered.notes and not ranking.rejected:
-            err.hint = "; ".join(gathered.notes)
+        if gathered.notes:
+            names = ", ".join(n.split(":", 1)[0] for n in gathered.notes)
+            err.hint = (
+                f"not enabled: {names} (`cloudgpu check` says why); or relax the resources"
+            )
         raise err
     return ranking
 
