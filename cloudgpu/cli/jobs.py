@@ -18,7 +18,7 @@ import click
 
 from cloudgpu import remote
 from cloudgpu.cli.context import App, get_app
-from cloudgpu.errors import ConfigError, RemoteError, StateError
+from cloudgpu.errors import CloudGPUError, ConfigError, RemoteError, StateError
 from cloudgpu.lifecycle import states
 from cloudgpu.lifecycle.deps import Deps
 from cloudgpu.lifecycle.down import down_job, sweep_orphans
@@ -208,7 +208,7 @@ def _enabled(app: App) -> list[Any]:
             p = app.registry.get(name)
             if p.availability().enabled:
                 out.append(p)
-        except (ImportError, AttributeError, ConfigError) as exc:
+        except (ImportError, AttributeError, CloudGPUError) as exc:
             click.echo(f"{PREFIX}{name}: skipped ({exc})", err=True)
     return out
 

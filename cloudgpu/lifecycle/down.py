@@ -64,10 +64,13 @@ def sweep_orphans(deps: Deps, providers: Sequence[Provider]) -> list[str]:
         for inst in found:
             if _owned(deps, inst.tags.get(TAG_JOB)):
                 continue
-            provider.terminate(inst.id)
+            try:
+                provider.terminate(inst.id)
+                _settle(deps, inst.tags.get(TAG_INSTANCE, ""))
+            except CloudGPUError as exc:
+                deps.sink.info(f"{provider.name} {inst.id}: not removed: {exc}")
+                continue
             removed.append(f"{provider.name} {inst.id} (job {inst.tags.get(TAG_JOB, '?')})")
-            rec_id = inst.tags.get(TAG_INSTANCE, "")
-            _settle(deps, rec_id)
     for rec in deps.store.instances(live_only=True):
         if _owned(deps, rec.job_id):
             continue
