@@ -38,7 +38,13 @@ from cloudgpu_providers.lambda_cloud.offers import offers_from_instance_types
 
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.offer import Offer
-from cloudgpu.errors import CapacityError, NotFoundError, ProviderError, TransientError
+from cloudgpu.errors import (
+    AuthError,
+    CapacityError,
+    NotFoundError,
+    ProviderError,
+    TransientError,
+)
 from cloudgpu.lifecycle.keys import ensure_keypair
 from cloudgpu.provider import (
     TAG_INSTANCE,
@@ -226,8 +232,19 @@ class LambdaProvider(Provider):
         """The account key name for ``public_key`` (the client's own key when empty)."""
         public = public_key.strip() or ensure_keypair(self.ctx.paths.keys_dir)[1]
         kname = inst_mod.key_name(public)
-        keys = client.call("GET", "/ssh-keys") or []
-        if any(isinstance(k, dict) and k.get("name") == kname for k in keys):
+        if self._has_key(client, kname):
             return kname
-        client.call("POST", "/ssh-keys", {"name": kname, "public_key": public})
+        try:
+            client.call("POST", "/ssh-keys", {"name": kname, "public_key": public})
+        except (AuthError, TransientError):
+            raise
+        except ProviderError:
+            # Another job registered the same key a moment ago: the name is taken by it.
+            if not self._has_key(client, kname):
+                raise
         return kname
+
+    @staticmethod
+    def _has_key(client: LambdaClient, kname: str) -> bool:
+        keys = client.call("GET", "/ssh-keys") or []
+        return any(isinstance(k, dict) and k.get("name") == kname for k in keys)

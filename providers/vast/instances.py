@@ -116,12 +116,22 @@ def onstart(deadline_in_s: float | None, api_url: str, user_data: str) -> str:
     lines = []
     if deadline_in_s is not None:
         seconds = max(60, math.ceil(deadline_in_s))
-        url = api_url.rstrip("/") + "/instances/$CONTAINER_ID/"
-        destroy = 'curl -fsS -X DELETE -H "Authorization: Bearer $CONTAINER_API_KEY" ' + f'"{url}"'
-        lines.append(f"(sleep {seconds}; {destroy}) >/dev/null 2>&1 &")
+        lines.append(f"(sleep {seconds}; {destroy_self_command(api_url)}) >/dev/null 2>&1 &")
     if user_data.strip():
         lines.append("bash -c " + shlex.quote(user_data))
     return "\n".join(lines)
+
+
+def destroy_self_command(api_url: str) -> str:
+    """DELETE this instance with its own scoped key: curl, else python3 (images differ)."""
+    url = api_url.rstrip("/") + "/instances/$CONTAINER_ID/"
+    curl = f'curl -fsS -X DELETE -H "Authorization: Bearer $CONTAINER_API_KEY" "{url}"'
+    py = (
+        "import os,urllib.request as u;"
+        "u.urlopen(u.Request(os.path.expandvars('" + url + "'),method='DELETE',"
+        "headers={'Authorization':'Bearer '+os.environ['CONTAINER_API_KEY']}))"
+    )
+    return f"{{ {curl} || python3 -c {shlex.quote(py)}; }}"
 
 
 def create_body(

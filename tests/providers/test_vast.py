@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from cloudgpu_providers.vast import VastProvider
-from cloudgpu_providers.vast.instances import decode_label, encode_label
+from cloudgpu_providers.vast.instances import decode_label, destroy_self_command, encode_label
 
 from cloudgpu.catalog.offer import FLAG_UNKNOWN_GPU, Offer
 from cloudgpu.errors import AuthError, CapacityError, QuotaError, TransientError
@@ -233,3 +237,28 @@ def test_labels_round_trip() -> None:
     tags = {TAG_JOB: "j-1", TAG_OWNER: "me@host & co", TAG_INSTANCE: "i-0123"}
     assert decode_label(encode_label(tags)) == tags
     assert decode_label("someone's label") is None
+
+
+@pytest.mark.parametrize("with_curl", [True, False])
+def test_instance_destroys_itself_with_its_scoped_key(
+    provider: VastProvider, fake: FakeVast, offer: Offer, tmp_path: Path, with_curl: bool
+) -> None:
+    """The deadline command the onstart script arms, run as the container would run it
+    (its env has CONTAINER_ID and CONTAINER_API_KEY, not the account key)."""
+    inst = provider.create(request(offer))
+    env = {
+        "CONTAINER_ID": inst.id,
+        "CONTAINER_API_KEY": fake.instances[inst.id]["_container_key"],
+        "PATH": os.environ["PATH"],
+    }
+    if not with_curl:  # images without curl fall back to python3
+        bindir = tmp_path / "bin"
+        bindir.mkdir()
+        (bindir / "python3").symlink_to(sys.executable)
+        env["PATH"] = str(bindir)
+    script = destroy_self_command(fake.base_url)
+    assert script in fake.instances[inst.id]["_body"]["onstart"]
+    shell = shutil.which("bash") or "/bin/bash"
+    subprocess.run([shell, "-c", script], env=env, check=True, timeout=60)
+    assert fake.instances == {}
+    assert provider.describe(inst.id).state == InstanceState.TERMINATED
