@@ -258,3 +258,14 @@ def test_user_data_and_image_family_are_passed(
     assert body["user_data"] == "#cloud-config\n"
     assert body["image"] == {"family": "lambda-stack-22-04"}
     provider.terminate(inst.id)
+
+
+def test_launch_whose_answer_is_lost_is_found_not_repeated(
+    provider: LambdaProvider, fake: Any, offer: Offer
+) -> None:
+    fake.lose_next_answer = True  # Lambda launched it, but the connection broke
+    inst = provider.create(request(offer))
+    assert len(fake.instances) == 1 and inst.id in fake.instances
+    launches = [c for c in fake.calls() if c == "POST /instance-operations/launch"]
+    assert len(launches) == 1  # a launch is never blindly re-sent
+    provider.terminate(inst.id)
