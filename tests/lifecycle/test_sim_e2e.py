@@ -102,10 +102,10 @@ resources: {gpu: L4, local_nvme: 100GB+}
 data:
   - {src: ./dataset, dst: /nvme/data}
 run: |
-  test "$CLOUDGPU_NVME" = /nvme && test -d /nvme/data/shards
-  mkdir -p /nvme/out
-  cat /nvme/data/shards/*.txt | wc -l > /nvme/out/lines.txt
-  echo "counted $(cat /nvme/out/lines.txt) lines"
+  test -d $CLOUDGPU_NVME/data/shards
+  mkdir -p $CLOUDGPU_NVME/out
+  cat $CLOUDGPU_NVME/data/shards/*.txt | wc -l > $CLOUDGPU_NVME/out/lines.txt
+  echo "counted $(cat $CLOUDGPU_NVME/out/lines.txt) lines"
 outputs:
   - {src: /nvme/out, dst: ./results}
 """,
@@ -156,13 +156,13 @@ name: resumable
 resources: {gpu: L4, spot: auto}
 checkpoint: /nvme/ckpt
 run: |
-  mkdir -p /nvme/ckpt /nvme/out
-  step=$(cat /nvme/ckpt/step 2>/dev/null || echo 0)
+  mkdir -p $CLOUDGPU_NVME/ckpt $CLOUDGPU_NVME/out
+  step=$(cat $CLOUDGPU_NVME/ckpt/step 2>/dev/null || echo 0)
   echo "starting at step $step"
   while [ "$step" -lt 30 ]; do
-    step=$((step + 1)); echo "$step" > /nvme/ckpt/step; sleep 0.2
+    step=$((step + 1)); echo "$step" > $CLOUDGPU_NVME/ckpt/step; sleep 0.2
   done
-  echo "done at step $step" | tee /nvme/out/result.txt
+  echo "done at step $step" | tee $CLOUDGPU_NVME/out/result.txt
 outputs:
   - {src: /nvme/out, dst: ./results}
 """
@@ -235,7 +235,9 @@ def test_kill9_in_each_stage_then_orphans(tmp_path: Path, cloudgpu_home: Path, s
             fh.truncate(1_500_000_000)
     else:
         (big / "small").write_text("x")
-    make_out = "head -c 1500000000 /dev/zero > /nvme/out/blob" if stage == "collecting" else ":"
+    make_out = (
+        "head -c 1500000000 /dev/zero > $CLOUDGPU_NVME/out/blob" if stage == "collecting" else ":"
+    )
     job = job_file(
         tmp_path,
         f"""
@@ -243,7 +245,7 @@ name: crash-{stage}
 resources: {{gpu: L4}}
 data: [{{src: ./dataset, dst: /nvme/data}}]
 run: |
-  mkdir -p /nvme/out; {make_out}; echo ready; sleep {60 if stage == "running" else 0}
+  mkdir -p $CLOUDGPU_NVME/out; {make_out}; echo ready; sleep {60 if stage == "running" else 0}
 outputs: [{{src: /nvme/out, dst: ./results}}]
 """,
     )
@@ -306,16 +308,17 @@ def test_disk_full_on_nvme(tmp_path: Path, cloudgpu_home: Path) -> None:
 
 def test_keep_then_ssh_and_exec_on_sim(tmp_path: Path, cloudgpu_home: Path) -> None:
     configure(cloudgpu_home, [offer("sim.small", 0.9)])
-    job = job_file(tmp_path, "name: kept\nresources: {gpu: L4}\nrun: echo hi > /nvme/hi\n")
+    job = job_file(tmp_path, "name: kept\nresources: {gpu: L4}\nrun: echo hi > $CLOUDGPU_NVME/hi\n")
     code, _, err = main_exit(["launch", str(job), "--yes", "--keep"])
     assert code == 0, err
     (rec,) = store(cloudgpu_home).jobs()
     assert rec.state == "kept" and len(live_sim(cloudgpu_home)) == 1
     # The system ssh checks the host key against the pin cloudgpu recorded.
-    res = cli_proc(["ssh", rec.id, "--", "cat", "/nvme/hi"], cloudgpu_home)
+    res = cli_proc(["ssh", rec.id, "--", "cat", "$CLOUDGPU_NVME/hi"], cloudgpu_home)
     assert res.returncode == 0 and res.stdout == "hi\n", res.stderr
     res = cli_proc(["exec", rec.id, "--", "sh", "-c", "echo $CLOUDGPU_NVME; exit 3"], cloudgpu_home)
-    assert res.returncode == 3 and res.stdout == "/nvme\n"
+    (inst,) = sim(cloudgpu_home).list_instances({})
+    assert res.returncode == 3 and res.stdout == inst.nvme_mount + "\n"
     res = cli_proc(["down", "--all"], cloudgpu_home, env={"CLOUDGPU_SIM": "1"})
     assert res.returncode == 0, res.stderr
     assert live_sim(cloudgpu_home) == []
