@@ -91,8 +91,10 @@ def data_dir(tmp_path: Path, files: int = 30) -> Path:
     return d
 
 
-def test_data_and_outputs_on_sim(tmp_path: Path, cloudgpu_home: Path) -> None:
-    configure(cloudgpu_home, [offer("sim.small", 0.9)])
+@pytest.mark.parametrize("namespaces", [True, False], ids=["own-nvme", "plain-processes"])
+def test_data_and_outputs_on_sim(tmp_path: Path, cloudgpu_home: Path, namespaces: bool) -> None:
+    # namespaces=false is what sim does without root: /nvme is then a path on this host.
+    configure(cloudgpu_home, [offer("sim.small", 0.9)], namespaces=namespaces)
     data_dir(tmp_path)
     job = job_file(
         tmp_path,
