@@ -14,13 +14,24 @@ import contextlib
 import importlib
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cloudgpu_providers.lambda_cloud import LambdaProvider
 
+from cloudgpu.lifecycle.launch import owner
 from cloudgpu.paths import default_paths
+from cloudgpu.provider import (
+    TAG_EXPIRES,
+    TAG_JOB,
+    TAG_OWNER,
+    CreateRequest,
+    InstanceState,
+    ProviderContext,
+)
 from tests.lifecycle.helpers import cli_proc, job_file, main_exit, store
 from tests.remote.sshd import SSHDServer, start_sshd
 
@@ -124,3 +135,37 @@ def test_no_capacity_anywhere_fails_cleanly(configured: Path, fake: Any) -> None
     assert code != 0
     assert "Traceback" not in err
     assert fake.instances == {}
+
+
+def test_down_orphans_removes_our_left_over_instance_only(
+    configured: Path, fake: Any, cloudgpu_home: Path
+) -> None:
+    """As if a client crashed right after create: instances named for jobs the store never
+    recorded. Ours (owner digest matches) is terminated; another owner's is kept."""
+    paths = default_paths({"CLOUDGPU_HOME": str(cloudgpu_home)})
+    provider = LambdaProvider(
+        ProviderContext(
+            config={"api_url": fake.base_url, "poll_s": 0},
+            paths=paths,
+            env={"LAMBDA_API_KEY": fake.api_key},
+        )
+    )
+    offer = next(o for o in provider.fetch_offers() if o.instance_type == "gpu_1x_a10")
+    expires = str(int(time.time()) + 600)
+    ours, theirs = (
+        provider.create(
+            CreateRequest(
+                offer=offer,
+                name=job,
+                tags={TAG_JOB: job, TAG_OWNER: who, TAG_EXPIRES: expires},
+                idempotency_token=job,
+            )
+        )
+        for job, who in (("crashed-1", owner()), ("crashed-2", "someone@elsewhere"))
+    )
+    res = cli_proc(["down", "--orphans"], cloudgpu_home, env={"LAMBDA_API_KEY": fake.api_key})
+    assert res.returncode == 0, res.stderr
+    assert ours.id in res.stdout and "crashed-1" in res.stdout
+    assert provider.describe(ours.id).state.is_gone
+    assert provider.describe(theirs.id).state != InstanceState.TERMINATED
+    provider.terminate(theirs.id)
