@@ -81,9 +81,11 @@ def _catalog(app: App) -> Callable[[Sequence[str]], list[Offer]]:
 
 def _show_plan(job: JobSpec, ranking: Ranking, notes: list[str]) -> None:
     total = len(ranking.fits) + len(ranking.rejected)
-    click.echo(f"{job.name}: {len(ranking.fits)} of {total} offer(s) fit; cheapest first:")
+    click.echo(f"{job.name}: {len(ranking.fits)} of {total} offer(s) fit; best first:")
     for i, offer in enumerate(ranking.fits[:SHOWN], 1):
-        click.echo(f"  {i}. {describe_offer(offer)}{'   <- launch' if i == 1 else ''}")
+        est = ranking.estimates.get(offer.key)
+        line = describe_offer(offer) + (f"; {est}" if est else "")
+        click.echo(f"  {i}. {line}{'   <- launch' if i == 1 else ''}")
     if len(ranking.fits) > SHOWN:
         click.echo(f"  ... {len(ranking.fits) - SHOWN} more (used if these have no capacity)")
     if notes:
@@ -165,9 +167,15 @@ def plan_offers(job: JobSpec, gathered: Gathered, gpus: GpuRegistry) -> Ranking:
     has a workload, else hourly price); when nothing fits, the planner's explanation or
     the closest offer and what it lacks."""
     result = plan(job, gathered.offers, registry=gpus)
-    fits = [c.offer for c in result.candidates if c.num_nodes == 1]
-    if fits:
-        return Ranking(fits, [(c.offer, [c.reason]) for c in result.rejected])
+    single = [c for c in result.candidates if c.num_nodes == 1]
+    if single:
+        estimates = {
+            c.offer.key: f"est {c.est_hours:.1f} h, ${c.est_cost:,.2f} total"
+            for c in single
+            if c.est_hours is not None and c.est_cost is not None
+        }
+        rejected = [(c.offer, [c.reason]) for c in result.rejected]
+        return Ranking([c.offer for c in single], rejected, estimates)
     if result.needs:
         raise ConfigError(
             f"{job.source}: no offer fits: {result.needs}",

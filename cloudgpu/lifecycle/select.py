@@ -21,6 +21,7 @@ from cloudgpu.spec.model import GpuRequest, JobSpec, Resources
 class Ranking:
     fits: list[Offer]  # cheapest first
     rejected: list[tuple[Offer, list[str]]] = field(default_factory=list)  # offer, reasons
+    estimates: dict[str, str] = field(default_factory=dict)  # offer key -> "est 8.7 h, $51"
 
 
 def rank(job: JobSpec, offers: Sequence[Offer], gpus: GpuRegistry) -> Ranking:
