@@ -245,3 +245,15 @@ def test_detached_process_records_early_failure(tmp_path: Path, cloudgpu_home: P
     assert code == 2 and "does not exist" in err
     rec = store(cloudgpu_home).job("bg-123456")
     assert rec.state == "failed" and "does not exist" in rec.error
+
+
+def test_failed_run_still_brings_outputs_back(tmp_path: Path, cloudgpu_home: Path) -> None:
+    job = job_file(
+        tmp_path,
+        "name: partial\nrun: mkdir -p $CLOUDGPU_NVME/out; echo half > $CLOUDGPU_NVME/out/p.txt;"
+        " exit 9\noutputs: [{src: /nvme/out, dst: ./results}]\n",
+    )
+    code, _, _ = main_exit(["launch", str(job), "--yes"])
+    assert code == 9
+    assert (tmp_path / "results" / "p.txt").read_text() == "half\n"  # nothing lost
+    assert local_workspaces(cloudgpu_home) == []
