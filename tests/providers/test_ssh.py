@@ -10,12 +10,14 @@ from typing import Any
 
 import pytest
 
+from cloudgpu.builtin.procs import tagged_pids
 from cloudgpu.builtin.ssh import SSHProvider, parse_hosts
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import CapacityError, ConfigError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import InstanceState, ProviderContext
-from tests.lifecycle.helpers import TEMPLATES, job_file, main_exit, store
+from cloudgpu.remote import connect
+from tests.lifecycle.helpers import TEMPLATES, job_file, main_exit, store, wait_for
 from tests.providers.contract import ProviderContract
 from tests.remote.sshd import SSHDServer, free_port, start_sshd
 
@@ -161,3 +163,22 @@ def test_ssh_auth_failure_and_unreachable(
     code, _, err = main_exit(["launch", str(job), "--yes"])
     assert code == 5 and "cannot reach" in err
     assert not list((cloudgpu_home / "data" / "ssh" / "reservations").glob("*.json"))
+
+
+def test_terminate_stops_the_jobs_processes_on_the_host(
+    paths: Paths, server: SSHDServer, tmp_path: Path
+) -> None:
+    p = make(paths, [host_table(server, tmp_path / "nvme")])
+    assert p.check().enabled  # pins the host key (said out loud in the reason)
+    inst = p.create(TestSSHContract().request(p.offers()[0]))
+    m = connect(inst, known_hosts=paths.data_dir / "known_hosts")
+    try:
+        # A job process detached from the session, as a job's children may be.
+        cmd = f"CLOUDGPU_INSTANCE={inst.id} setsid sleep 300 >/dev/null 2>&1 < /dev/null &"
+        assert m.run(cmd) == 0
+    finally:
+        m.close()
+    wait_for(lambda: bool(tagged_pids(inst.id)), what="job process on the host")
+    p.terminate(inst.id)
+    assert tagged_pids(inst.id) == []  # the "host" is this machine: look directly
+    assert p.describe(inst.id).state == InstanceState.TERMINATED
