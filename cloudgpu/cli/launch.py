@@ -145,6 +145,7 @@ def _plan(app: App, job_file: str, *, show: bool) -> tuple[JobSpec, Ranking]:
     ranking = plan_offers(job, gathered, load_registry())
     if show:
         _show_plan(job, ranking, gathered.notes)
+        sys.stdout.flush()  # before the job's own output, which bypasses this text layer
     return job, ranking
 
 
