@@ -161,7 +161,10 @@ def logs(job: str, follow: bool) -> None:
 
 
 def _running(job: JobRecord) -> bool:
-    return job.state in states.ACTIVE and (states.pid_alive(job.pid) or job.pid is None)
+    """More output may come: the job is under way, or its process is still tearing down."""
+    if job.state in states.ACTIVE and job.pid is None:
+        return True  # a detached job whose process is being started
+    return states.lifecycle_running(job.pid)
 
 
 # -- down --------------------------------------------------------------------------------

@@ -54,8 +54,20 @@ def pid_alive(pid: int | None) -> bool:
         return True  # no /proc (macOS): signal 0 said it exists
 
 
+def lifecycle_running(pid: int | None) -> bool:
+    """Is ``pid`` alive and a cloudgpu process (not an unrelated reuse of the number)?"""
+    if not pid_alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return b"cloudgpu" in fh.read()
+    except OSError:
+        return True  # no /proc: trust signal 0
+
+
 def job_is_live(job: JobRecord) -> bool:
     """Does something still own this job's instances?"""
     if job.state == KEPT:
         return True
+    # Plain liveness: a reused pid only delays a sweep; a missed owner would kill a job.
     return job.state in ACTIVE and pid_alive(job.pid)
