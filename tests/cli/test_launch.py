@@ -186,6 +186,7 @@ def test_detach_logs_follow_and_down(tmp_path: Path, cloudgpu_home: Path) -> Non
     job_id = detached_id(res.stdout)
     follow = cli_proc(["logs", job_id, "-f"], cloudgpu_home, timeout=120)
     assert "started" in follow.stdout and "finished" in follow.stdout
+    assert "[cloudgpu] total cost" in follow.stdout  # followed through the teardown
     wait_for(lambda: store(cloudgpu_home).job(job_id).state == "succeeded", what="done")
     # A long one, stopped by `down` while it runs.
     job = job_file(tmp_path, "name: bg2\nrun: echo up; sleep 120\n", "long.yaml")
