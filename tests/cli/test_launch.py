@@ -152,7 +152,8 @@ def test_keep_exec_down(tmp_path: Path, cloudgpu_home: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sigterm_tears_down(tmp_path: Path, cloudgpu_home: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_signal_tears_down(tmp_path: Path, cloudgpu_home: Path, sig: int) -> None:
     job = job_file(tmp_path, "name: term\nrun: echo started; sleep 120\n")
     proc = subprocess.Popen(
         [sys.executable, "-m", "cloudgpu", "launch", str(job), "--yes"],
@@ -163,7 +164,7 @@ def test_sigterm_tears_down(tmp_path: Path, cloudgpu_home: Path) -> None:
     wait_for(
         lambda: any(j.state == "running" for j in store(cloudgpu_home).jobs()), what="job running"
     )
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     (rec,) = store(cloudgpu_home).jobs()
