@@ -190,12 +190,12 @@ class JobRun:
         not built from raw disks) both run at once: staging then costs no extra wait."""
         caps = got.provider.capabilities
         if caps.disposable:
-            self.deps.sink.info(bootstrap(machine, got.instance.id, caps, self.deadline))
+            self.deps.sink.info(bootstrap(machine, got.instance, caps, self.deadline))
             self.state(states.STAGING)
             self._stage(machine)
             return
         with ThreadPoolExecutor(1, thread_name_prefix="cloudgpu-bootstrap") as pool:
-            booting = pool.submit(bootstrap, machine, got.instance.id, caps, self.deadline)
+            booting = pool.submit(bootstrap, machine, got.instance, caps, self.deadline)
             self.state(states.STAGING)
             try:
                 self._stage(machine)

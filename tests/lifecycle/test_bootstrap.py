@@ -8,10 +8,18 @@ import time
 from pathlib import Path
 
 from cloudgpu.builtin.local import LocalProvider
-from cloudgpu.builtin.procs import tagged_pids
-from cloudgpu.lifecycle.bootstrap import bootstrap, script
+from cloudgpu.builtin.procs import stop_tagged, tagged_pids
+from cloudgpu.lifecycle.bootstrap import bootstrap, may_dispose, script
 from cloudgpu.paths import Paths
-from cloudgpu.provider import TAG_JOB, Capabilities, CreateRequest, ProviderContext
+from cloudgpu.provider import (
+    TAG_JOB,
+    Capabilities,
+    CreateRequest,
+    Instance,
+    InstanceState,
+    ProviderContext,
+    SSHTarget,
+)
 from cloudgpu.remote import LocalMachine
 from tests.lifecycle.helpers import wait_for
 
@@ -50,3 +58,31 @@ def test_terminating_a_local_instance_ends_its_watchdog(paths: Paths) -> None:
     assert tagged_pids(inst.id) == []  # the watchdog is not one of the job's processes
     p.terminate(inst.id)
     assert tagged_pids(inst.id, watchdog=True) == []
+
+
+def test_never_disposes_of_this_computer() -> None:
+    caps = Capabilities(disposable=True)
+
+    def at(host: str) -> Instance:
+        return Instance("i", "x", InstanceState.RUNNING, ssh=SSHTarget(host=host))
+
+    assert may_dispose(at("203.0.113.7"), caps)
+    assert may_dispose(at("ec2-1-2-3-4.compute.amazonaws.com"), caps)
+    for host in ("127.0.0.1", "127.8.9.1", "::1", "[::1]", "localhost"):
+        assert not may_dispose(at(host), caps), host
+    assert not may_dispose(at("203.0.113.7"), Capabilities(disposable=False))
+    local = Instance("i", "local", InstanceState.RUNNING, workdir="/tmp/x")
+    assert not may_dispose(local, caps)
+
+
+def test_loopback_instance_of_a_disposable_provider_is_not_powered_off(tmp_path: Path) -> None:
+    # A cloud's test double on this computer: the watchdog must not carry the flag.
+    m = LocalMachine(tmp_path / "ws")
+    inst = Instance("loop-1", "fake", InstanceState.RUNNING, ssh=SSHTarget(host="127.0.0.1"))
+    bootstrap(m, inst, Capabilities(disposable=True), time.time() + 3600)
+    wait_for(lambda: bool(tagged_pids("loop-1", watchdog=True)), what="watchdog")
+    for pid in tagged_pids("loop-1", watchdog=True):  # the watchdog and its sleep
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert b"CLOUDGPU_DISPOSABLE=0" in env
+    stop_tagged("loop-1")
+    assert tagged_pids("loop-1", watchdog=True) == []
