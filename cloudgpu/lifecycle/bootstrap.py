@@ -39,20 +39,15 @@ def may_dispose(instance: Instance, caps: Capabilities) -> bool:
 
 
 def bootstrap(
-    machine: Machine, instance: Instance | str, caps: Capabilities, deadline: float | None
+    machine: Machine, instance: Instance, caps: Capabilities, deadline: float | None
 ) -> str:
-    """Prepare NVMe and arm the deadline; return the script's summary line.
-
-    ``instance`` may be a bare id (older callers): then nothing is formatted or powered
-    off, since where the machine is cannot be checked.
-    """
-    iid = instance if isinstance(instance, str) else instance.id
-    dispose = not isinstance(instance, str) and may_dispose(instance, caps)
+    """Prepare NVMe and arm the deadline; return the script's summary line."""
+    iid = instance.id
     env = {
         "CLOUDGPU_NVME": machine.nvme_path,
         INSTANCE_ENV: iid,
         "CLOUDGPU_DEADLINE": str(int(deadline)) if deadline else "",
-        "CLOUDGPU_DISPOSABLE": "1" if dispose else "0",
+        "CLOUDGPU_DISPOSABLE": "1" if may_dispose(instance, caps) else "0",
     }
     out: list[bytes] = []
     rc = machine.run(

@@ -28,7 +28,7 @@ from pathlib import Path
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import CloudGPUError, ConfigError, ProviderError, StateError
 from cloudgpu.lifecycle import states
-from cloudgpu.lifecycle.bootstrap import bootstrap
+from cloudgpu.lifecycle.bootstrap import bootstrap, may_dispose
 from cloudgpu.lifecycle.deps import Deps
 from cloudgpu.lifecycle.keys import ensure_keypair
 from cloudgpu.lifecycle.provision import Provisioned, provision
@@ -200,8 +200,8 @@ class Runners:
         machine = self._connect(got, key_file)
         try:
             caps = got.provider.capabilities
-            self.deps.sink.info(bootstrap(machine, got.instance.id, caps, deadline))
-            self._start_runner(machine, req, jit, disposable=caps.disposable)
+            self.deps.sink.info(bootstrap(machine, got.instance, caps, deadline))
+            self._start_runner(machine, req, jit, disposable=may_dispose(got.instance, caps))
         finally:
             machine.close()
         self._wait_online(req.repo, jit, got)

@@ -30,7 +30,7 @@ def test_script_is_valid_sh() -> None:
 
 def test_prepares_nvme_dir_without_formatting(tmp_path: Path) -> None:
     m = LocalMachine(tmp_path / "ws")
-    line = bootstrap(m, "inst-a", Capabilities(remote=False), None)
+    line = bootstrap(m, Instance("inst-a", "local", InstanceState.RUNNING), Capabilities(), None)
     assert line.startswith(f"nvme={m.nvme_path} ") and "devices=0" in line
     assert not (Path(m.nvme_path) / ".cloudgpu" / "deadline.pid").exists()
 
@@ -38,7 +38,7 @@ def test_prepares_nvme_dir_without_formatting(tmp_path: Path) -> None:
 def test_deadline_stops_tagged_processes_with_no_client(tmp_path: Path) -> None:
     m = LocalMachine(tmp_path / "ws")
     iid = f"inst-{time.monotonic_ns()}"
-    bootstrap(m, iid, Capabilities(remote=False), time.time() + 2)
+    bootstrap(m, Instance(iid, "local", InstanceState.RUNNING), Capabilities(), time.time() + 2)
     job = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(120)"],
         env={"CLOUDGPU_INSTANCE": iid, "PATH": "/usr/bin:/bin"},
@@ -53,7 +53,7 @@ def test_deadline_stops_tagged_processes_with_no_client(tmp_path: Path) -> None:
 def test_terminating_a_local_instance_ends_its_watchdog(paths: Paths) -> None:
     p = LocalProvider(ProviderContext(config={}, paths=paths, env={}))
     inst = p.create(CreateRequest(offer=p.offers()[0], name="wd", tags={TAG_JOB: "wd"}))
-    bootstrap(LocalMachine(Path(inst.workdir)), inst.id, p.capabilities, time.time() + 3600)
+    bootstrap(LocalMachine(Path(inst.workdir)), inst, p.capabilities, time.time() + 3600)
     wait_for(lambda: bool(tagged_pids(inst.id, watchdog=True)), what="watchdog started")
     assert tagged_pids(inst.id) == []  # the watchdog is not one of the job's processes
     p.terminate(inst.id)
