@@ -13,6 +13,7 @@ import io
 import shutil
 import subprocess
 import tempfile
+import weakref
 from pathlib import Path
 from typing import cast
 
@@ -61,8 +62,18 @@ class OpenSSH:
         self.endpoint = endpoint
         self.known_hosts = known_hosts
         self.binary = binary
-        self._dir = tempfile.mkdtemp(prefix="cgpu-ssh-")  # short path: socket names are limited
-        self.control = f"{self._dir}/cm"
+        self._dir: str | None = None
+        self._release: weakref.finalize | None = None
+
+    @property
+    def control(self) -> str:
+        """The master's socket, in a private directory made on first use; it is removed
+        (and the master told to exit) on close(), or when we are collected or exit."""
+        if self._dir is None:
+            self._dir = tempfile.mkdtemp(prefix="cgpu-ssh-")  # short: socket paths are limited
+            exit_argv = [*self.argv()[:-1], "-O", "exit", self.endpoint.host]
+            self._release = weakref.finalize(self, _release, exit_argv, self._dir)
+        return f"{self._dir}/cm"
 
     @staticmethod
     def available() -> str | None:
@@ -106,14 +117,17 @@ class OpenSSH:
         return ProcStream(proc)
 
     def close(self) -> None:
-        if not Path(self.control).exists():
-            shutil.rmtree(self._dir, ignore_errors=True)
-            return
+        if self._release is not None:
+            self._release()
+
+
+def _release(exit_argv: list[str], directory: str) -> None:
+    if Path(directory, "cm").exists():
         subprocess.run(
-            [*self.argv()[:-1], "-O", "exit", self.endpoint.host],
+            exit_argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             check=False,
         )
-        shutil.rmtree(self._dir, ignore_errors=True)
+    shutil.rmtree(directory, ignore_errors=True)
