@@ -22,11 +22,11 @@ from cloudgpu.errors import CloudGPUError, ConfigError, RemoteError, StateError
 from cloudgpu.lifecycle import states
 from cloudgpu.lifecycle.deps import Deps
 from cloudgpu.lifecycle.down import down_job, sweep_orphans
-from cloudgpu.lifecycle.keys import ensure_keypair
 from cloudgpu.lifecycle.launch import owner
 from cloudgpu.lifecycle.output import PREFIX
 from cloudgpu.lifecycle.reaper import ACTIVITY
 from cloudgpu.provider import Instance, InstanceState, SSHTarget
+from cloudgpu.sshkeys import ensure_keypair
 from cloudgpu.state.store import InstanceRecord, JobRecord, Store
 
 

@@ -134,9 +134,7 @@ def runner() -> None:
 @click.option("--max-price", type=float, default=None, help="USD per hour, whole instance.")
 @click.option("--ttl", default="3h", show_default=True, help="Hard lifetime of the instance.")
 @click.option("--idle-timeout", default="10m", show_default=True, help="Power off with no job.")
-@click.option(
-    "--run-tag", default=None, help="Unique per run (default: GITHUB_RUN_ID-ATTEMPT)."
-)
+@click.option("--run-tag", default=None, help="Unique per run (default: GITHUB_RUN_ID-ATTEMPT).")
 @click.option("--labels", default="", help="Extra comma-separated runner labels.")
 @click.option("--providers", default="", help="Comma-separated providers to consider.")
 @click.option("--allow-public", is_flag=True, help="Allow a public repository (read the docs).")
@@ -196,9 +194,7 @@ def _default_run_tag(app: App) -> str:
 
 @runner.command("stop")
 @click.option("--repo", required=True, help="OWNER/NAME")
-@click.option(
-    "--run-tag", default=None, help="The run tag given to start."
-)
+@click.option("--run-tag", default=None, help="The run tag given to start.")
 def stop(repo: str, run_tag: str | None) -> None:
     """Remove the run's runner from GitHub and terminate its instance(s), found by tag."""
     app = get_app()

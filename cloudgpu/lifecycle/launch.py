@@ -84,9 +84,7 @@ def rank_offers(job: JobSpec, gathered: Gathered, gpus: GpuRegistry) -> Ranking:
         err = nothing_fits(job, ranking)
         if gathered.notes:
             names = ", ".join(n.split(":", 1)[0] for n in gathered.notes)
-            err.hint = (
-                f"not enabled: {names} (`cloudgpu check` says why); or relax the resources"
-            )
+            err.hint = f"not enabled: {names} (`cloudgpu check` says why); or relax the resources"
         raise err
     return ranking
 

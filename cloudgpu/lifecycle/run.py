@@ -23,7 +23,6 @@ from cloudgpu.errors import JobError, LimitExceeded
 from cloudgpu.lifecycle import billing, states, watch
 from cloudgpu.lifecycle.bootstrap import INSTANCE_ENV, bootstrap
 from cloudgpu.lifecycle.deps import Deps
-from cloudgpu.lifecycle.keys import ensure_keypair
 from cloudgpu.lifecycle.provision import Provisioned, provision
 from cloudgpu.lifecycle.stage import (
     checkpoint_dir,
@@ -37,6 +36,7 @@ from cloudgpu.lifecycle.teardown import job_cost, teardown_instance, teardown_jo
 from cloudgpu.provider import Capabilities
 from cloudgpu.remote import Machine
 from cloudgpu.spec.model import JobSpec
+from cloudgpu.sshkeys import ensure_keypair
 
 DEADLINE_GRACE_S = 300.0  # past max_runtime, for collecting outputs and teardown
 DEFAULT_EXPIRY_S = 24 * 3600.0  # tag expiry when the job sets no max_runtime

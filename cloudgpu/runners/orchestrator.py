@@ -30,7 +30,6 @@ from cloudgpu.errors import CloudGPUError, ConfigError, ProviderError, StateErro
 from cloudgpu.lifecycle import states
 from cloudgpu.lifecycle.bootstrap import bootstrap, may_dispose
 from cloudgpu.lifecycle.deps import Deps
-from cloudgpu.lifecycle.keys import ensure_keypair
 from cloudgpu.lifecycle.provision import Provisioned, provision
 from cloudgpu.lifecycle.teardown import teardown_instance, teardown_job
 from cloudgpu.provider import TAG_EXPIRES, TAG_JOB, TAG_OWNER, Instance, Provider
@@ -45,6 +44,7 @@ from cloudgpu.runners.github import (
 from cloudgpu.runners.naming import PREFIX, repo_owner_tag, runner_job_id, sanitize_run_tag
 from cloudgpu.spec.model import JobSpec, Limits, Resources
 from cloudgpu.spec.units import parse_gpu
+from cloudgpu.sshkeys import ensure_keypair
 
 RUNNER_DIRNAME = "actions-runner"
 

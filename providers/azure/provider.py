@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from cloudgpu_providers.azure import bodies, deploy, keys, retail, sizes
+from cloudgpu_providers.azure import bodies, deploy, retail, sizes
 from cloudgpu_providers.azure.arm import (
     ArmClients,
     ArmSettings,
@@ -32,6 +32,7 @@ from cloudgpu_providers.azure.arm import (
 )
 from cloudgpu_providers.azure.auth import detect, make_credential
 
+from cloudgpu import sshkeys
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import (
@@ -200,7 +201,9 @@ class AzureProvider(Provider):
         key_file: str | None = None
         public_key = request.ssh_public_key.strip()
         if not public_key:
-            path, public_key = keys.ensure_key_pair(self.ctx.paths.keys_dir, group)
+            path, public_key = sshkeys.key_pair(
+                self.ctx.paths.keys_dir, f"azure-{group}", f"cloudgpu-{group}"
+            )
             key_file = str(path)
         tags = {
             **request.tags,
@@ -274,7 +277,7 @@ class AzureProvider(Provider):
                 address = str((ip.get("properties") or {}).get("ipAddress") or "")
             except ResourceNotFoundError:
                 pass
-        key = keys.key_path(self.ctx.paths.keys_dir, instance_id)
+        key = sshkeys.key_file(self.ctx.paths.keys_dir, f"azure-{instance_id}")
         inst = self._instance(instance_id, tags, vm, address, str(key) if key.exists() else None)
         if (group.get("properties") or {}).get("provisioningState") == "Deleting":
             return _with_state(inst, InstanceState.STOPPING)
@@ -359,7 +362,7 @@ class AzureProvider(Provider):
                 provider="azure",
                 hint="retried by the lifecycle; `cloudgpu down --orphans` too",
             )
-        keys.remove_key_pair(self.ctx.paths.keys_dir, instance_id)
+        sshkeys.remove_key_pair(self.ctx.paths.keys_dir, f"azure-{instance_id}")
 
 
 def caller_cidr(url: str, timeout_s: float = 10.0) -> str:

@@ -26,7 +26,6 @@ from cloudgpu_providers.gcp import instances as build
 from cloudgpu_providers.gcp import pricing
 from cloudgpu_providers.gcp.clients import PROVIDER, Clients, operation_error
 from cloudgpu_providers.gcp.credentials import SOURCES, find_project, find_source
-from cloudgpu_providers.gcp.keys import make_key_pair
 
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.offer import Offer
@@ -39,6 +38,7 @@ from cloudgpu.provider import (
     InstanceState,
     Provider,
 )
+from cloudgpu.sshkeys import key_pair
 
 DEFAULT_IP_LOOKUP = "https://checkip.amazonaws.com"
 VERIFY_CHECKS = 10
@@ -292,7 +292,7 @@ class GCPProvider(Provider):
     def _public_key(self, request: CreateRequest, name: str) -> tuple[Any, str]:
         if request.ssh_public_key.strip():
             return None, request.ssh_public_key.strip()
-        return make_key_pair(self.ctx.paths.keys_dir, f"gcp-{name}")
+        return key_pair(self.ctx.paths.keys_dir, f"gcp-{name}")
 
     def _key_file(self, name: str) -> str | None:
         path = self.ctx.paths.keys_dir / f"gcp-{name}"

@@ -45,7 +45,6 @@ from cloudgpu.errors import (
     ProviderError,
     TransientError,
 )
-from cloudgpu.lifecycle.keys import ensure_keypair
 from cloudgpu.provider import (
     TAG_INSTANCE,
     TAG_JOB,
@@ -55,6 +54,7 @@ from cloudgpu.provider import (
     Instance,
     Provider,
 )
+from cloudgpu.sshkeys import ensure_keypair
 
 TERMINATE_CHECKS = 10
 

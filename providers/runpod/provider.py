@@ -27,7 +27,6 @@ from typing import Any, ClassVar
 from cloudgpu_providers.runpod import offers as offers_mod
 from cloudgpu_providers.runpod import pods
 from cloudgpu_providers.runpod.api import DEFAULT_BASE_URL, PROVIDER, GraphQLClient
-from cloudgpu_providers.runpod.keys import make_key_pair
 
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.offer import Offer
@@ -40,6 +39,7 @@ from cloudgpu.provider import (
     Instance,
     Provider,
 )
+from cloudgpu.sshkeys import key_pair
 
 # RunPod's PyTorch image: its /start.sh starts sshd and authorizes $PUBLIC_KEY.
 DEFAULT_IMAGE = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
@@ -246,7 +246,7 @@ class RunPodProvider(Provider):
     def _public_key(self, request: CreateRequest) -> tuple[Path | None, str]:
         if request.ssh_public_key.strip():
             return None, request.ssh_public_key.strip()
-        return make_key_pair(self.ctx.paths.keys_dir, f"runpod-{request.name}")
+        return key_pair(self.ctx.paths.keys_dir, f"runpod-{request.name}")
 
     def _key_file_for(self, pod: Mapping[str, Any] | None) -> str | None:
         if not pod or not pod.get("name"):

@@ -33,7 +33,6 @@ from cloudgpu_providers.vast.api import DEFAULT_BASE_URL, PROVIDER, VastClient
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import CapacityError, NotFoundError, ProviderError, TransientError
-from cloudgpu.lifecycle.keys import ensure_keypair
 from cloudgpu.provider import (
     TAG_INSTANCE,
     Availability,
@@ -43,6 +42,7 @@ from cloudgpu.provider import (
     InstanceState,
     Provider,
 )
+from cloudgpu.sshkeys import ensure_keypair
 
 DEFAULT_IMAGE = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
 TERMINATE_CHECKS = 10

@@ -13,7 +13,6 @@ from cloudgpu_providers.lambda_cloud import LambdaProvider, names
 
 from cloudgpu.catalog.offer import FLAG_UNKNOWN_GPU, Offer
 from cloudgpu.errors import AuthError, CapacityError, QuotaError, TransientError
-from cloudgpu.lifecycle.keys import ensure_keypair
 from cloudgpu.paths import Paths
 from cloudgpu.provider import (
     TAG_EXPIRES,
@@ -23,6 +22,7 @@ from cloudgpu.provider import (
     InstanceState,
     ProviderContext,
 )
+from cloudgpu.sshkeys import ensure_keypair
 from tests.providers.contract import ProviderContract
 
 # `lambda` is a keyword, so the fixture folder can't appear in an import statement.

@@ -17,9 +17,9 @@ from cloudgpu_providers.vast.instances import decode_label, destroy_self_command
 
 from cloudgpu.catalog.offer import FLAG_UNKNOWN_GPU, Offer
 from cloudgpu.errors import AuthError, CapacityError, QuotaError, TransientError
-from cloudgpu.lifecycle.keys import ensure_keypair
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_INSTANCE, TAG_JOB, TAG_OWNER, InstanceState, ProviderContext
+from cloudgpu.sshkeys import ensure_keypair
 from tests.fixtures.vast.server import FakeVast
 from tests.providers.contract import ProviderContract
 

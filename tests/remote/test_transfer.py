@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from cloudgpu.errors import RemoteError
-from cloudgpu.remote import LocalMachine, SSHMachine
+from cloudgpu.remote import LocalMachine, SSHMachine, connect
+from tests.remote.conftest import instance_for
+from tests.remote.sshd import SSHDServer
 
 
 def make_tree(root: Path) -> None:
@@ -138,10 +140,10 @@ def test_local_machine_maps_nvme_and_syncs(tmp_path: Path) -> None:
 
 
 def test_falls_back_to_paramiko_when_the_ssh_binary_fails(
-    machine: SSHMachine, tmp_path: Path
+    sshd_server: SSHDServer, tmp_path: Path
 ) -> None:
-    if machine.openssh is None:
-        pytest.skip("this machine already moves bytes over paramiko")
+    machine = connect(instance_for(sshd_server), known_hosts=tmp_path / "kh", use_openssh=True)
+    assert isinstance(machine, SSHMachine) and machine.openssh is not None
     broken = tmp_path / "broken-ssh"
     broken.write_text("#!/bin/sh\necho 'Permission denied (publickey).' >&2\nexit 255\n")
     broken.chmod(0o755)
@@ -151,6 +153,7 @@ def test_falls_back_to_paramiko_when_the_ssh_binary_fails(
     assert machine.put_dir(src, str(tmp_path / "remote")).files_sent == 6
     assert machine.openssh is None  # no second try of a binary that cannot connect
     assert snapshot(tmp_path / "remote") == snapshot(src)
+    machine.close()
 
 
 def test_symlinked_roots_are_followed(machine: SSHMachine, tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import stat
 import threading
 from pathlib import Path
 
-from cloudgpu.lifecycle.keys import ensure_keypair
+from cloudgpu.sshkeys import ensure_keypair
 
 
 def test_concurrent_callers_get_the_one_pair_on_disk(tmp_path: Path) -> None:
