@@ -19,13 +19,12 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from cloudgpu_providers.sim.instance import (
     NOTICE,
@@ -34,6 +33,7 @@ from cloudgpu_providers.sim.instance import (
     PREEMPTED,
     RUNNING,
     TERMINATED,
+    free_port,
     read_state,
     update_state,
     wipe,
@@ -79,15 +79,38 @@ def start_sshd(d: Path) -> subprocess.Popen[bytes]:
         log.close()
 
 
-def wait_listening(port: int, proc: subprocess.Popen[bytes], limit: float = 10) -> bool:
+def wait_listening(d: Path, proc: subprocess.Popen[bytes], limit: float = 10) -> bool:
+    """sshd writes its pid file only once it listens: that, not a connect (another
+    process may hold the port), says our sshd is up."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline and proc.poll() is None:
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return True
-        except OSError:
-            time.sleep(0.01)
+            if (d / "sshd.pid").read_text().strip() == str(proc.pid):
+                return True
+        except FileNotFoundError:
+            pass
+        time.sleep(0.01)
     return False
+
+
+def boot(d: Path, port: int) -> subprocess.Popen[bytes]:
+    """Start sshd; if another process took our port meanwhile, move to a free one (the
+    provider reports the port from the state record, as a cloud reports an address)."""
+    for _ in range(3):
+        (d / "sshd.pid").unlink(missing_ok=True)
+        sshd = start_sshd(d)
+        if wait_listening(d, sshd):
+            return sshd
+        if sshd.poll() is None:
+            sshd.kill()
+        port = free_port()
+        config = d / "sshd_config"
+        lines = config.read_text().splitlines()
+        config.write_text(
+            "\n".join(f"Port {port}" if ln.startswith("Port ") else ln for ln in lines) + "\n"
+        )
+        update_state(d, port=port)
+    stop(d, TERMINATED, "sshd failed to start (see sshd.log)", None)
 
 
 def notice_text(at: float) -> str:
@@ -96,7 +119,7 @@ def notice_text(at: float) -> str:
     return json.dumps({"action": "terminate", "time": when, "unix_time": at}) + "\n"
 
 
-def stop(d: Path, state: str, reason: str, sshd: subprocess.Popen[bytes] | None) -> None:
+def stop(d: Path, state: str, reason: str, sshd: subprocess.Popen[bytes] | None) -> NoReturn:
     """Record the end (billing stops now), free instance storage, and exit: as init,
     our exit takes every process of the instance with us."""
     update_state(d, state=state, terminated_at=time.time(), reason=reason)
@@ -119,9 +142,7 @@ def step(
     if st["state"] == PENDING:
         if now < st["created_at"] + st.get("boot_delay", 0):
             return sshd
-        sshd = start_sshd(d)
-        if not wait_listening(st["port"], sshd):
-            stop(d, TERMINATED, "sshd failed to start (see sshd.log)", sshd)
+        sshd = boot(d, int(st["port"]))
         changes: dict[str, Any] = {"state": RUNNING, "launched_at": time.time()}
         if st.get("preempt_after") is not None and st.get("market") == "spot":
             changes["preempt_at"] = changes["launched_at"] + float(st["preempt_after"])

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -325,3 +326,20 @@ def test_an_instance_killed_from_outside_reads_as_terminated(
     gone = wait_state(provider, inst.id, InstanceState.TERMINATED)
     assert gone.extra["reason"] == "instance vanished"
     assert provider.list_instances({TAG_JOB: inst.tags[TAG_JOB]}) == []
+
+
+def test_a_port_taken_while_booting_moves_the_instance(
+    make_sim: SimFactory, offer: Offer, paths: Paths
+) -> None:
+    p = make_sim(boot_delay=1.0)
+    inst = p.create(request(offer))
+    assert inst.ssh is not None
+    with socket.socket() as squatter:  # someone else binds the port during boot
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("127.0.0.1", inst.ssh.port))
+        squatter.listen()
+        running = wait_state(p, inst.id, InstanceState.RUNNING)
+        assert running.ssh is not None and running.ssh.port != inst.ssh.port
+        m = connect(running, known_hosts=paths.data_dir / "known_hosts")
+        assert sh(m, "echo moved") == "moved\n"
+        m.close()
