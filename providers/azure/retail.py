@@ -8,15 +8,14 @@ What is kept, on purpose: Linux pay-as-you-go rows (``priceType eq 'Consumption'
 the GPU families NC/ND/NV, priced in USD per hour, primary meter region only. Rows whose
 meterName contains ``Spot`` are the spot market. ``Low Priority`` rows (the retired batch
 market) and ``Windows`` rows (licence included) are skipped. This module talks HTTP with
-the standard library only and must not import the Azure SDK.
+the standard library only (through cloudgpu.httpjson) and must not import the Azure
+SDK.
 """
 
 from __future__ import annotations
 
 import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Set
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +25,7 @@ from cloudgpu_providers.azure.sizes import GPU_FAMILY, SizeSpec
 
 from cloudgpu.catalog.offer import FLAG_UNKNOWN_GPU, Offer
 from cloudgpu.errors import AuthError, ProviderError, TransientError
+from cloudgpu.httpjson import JsonHttpClient
 
 DEFAULT_URL = "https://prices.azure.com/api/retail/prices"
 API_VERSION = "2023-01-01-preview"
@@ -39,7 +39,7 @@ FILTER = " and ".join(
     )
 )
 PRICE_SOURCE = "azure:retail-prices-api"
-_RETRY_STATUS = (429, 500, 502, 503, 504)
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
 # Turns (raw GPU model, memory per GPU) into the catalog's canonical name, None if unknown.
 Canonicalize = Callable[[str, float], str | None]
@@ -59,60 +59,46 @@ class RetailClient:
         return f"{self.base_url}?{query}"
 
     def items(self) -> Iterator[dict[str, Any]]:
+        http = JsonHttpClient(
+            self.base_url,
+            self.sleep,
+            map_status=_http_error,
+            unreachable=_unreachable,
+            provider="azure",
+            retry_statuses=_RETRY_STATUS,
+            attempts=self.retries + 1,
+            retry_after_cap_s=None,  # the public price API's own Retry-After is trusted
+            timeout_s=self.timeout_s,
+        )
         url: str | None = self.first_url()
         while url:
-            page = self._get(url)
+            page = http.request("GET", "", _page, url=url)
             yield from page.get("Items") or []
             url = page.get("NextPageLink") or None
 
-    def _get(self, url: str) -> dict[str, Any]:
-        delay = 1.0
-        for attempt in range(self.retries + 1):
-            try:
-                with urllib.request.urlopen(url, timeout=self.timeout_s) as resp:
-                    body = json.loads(resp.read().decode("utf-8"))
-                    if not isinstance(body, dict):
-                        raise ProviderError(
-                            "retail prices page is not a JSON object", provider="azure"
-                        )
-                    return body
-            except urllib.error.HTTPError as exc:
-                if exc.code in (401, 403):
-                    raise AuthError(
-                        f"retail prices API refused the request (HTTP {exc.code})",
-                        provider="azure",
-                    ) from exc
-                if exc.code not in _RETRY_STATUS or attempt == self.retries:
-                    raise _http_error(exc) from exc
-                self.sleep(_retry_after(exc.headers, delay))
-            except (urllib.error.URLError, TimeoutError, OSError) as exc:
-                if attempt == self.retries:
-                    raise TransientError(
-                        f"retail prices API unreachable: {exc}", provider="azure"
-                    ) from exc
-                self.sleep(delay)
-            except json.JSONDecodeError as exc:
-                raise ProviderError(
-                    "retail prices API sent invalid JSON", provider="azure"
-                ) from exc
-            delay = min(delay * 2, 30.0)
-        raise TransientError("retail prices API: retries exhausted", provider="azure")
 
-
-def _retry_after(headers: Any, default: float) -> float:
-    value = (headers or {}).get("Retry-After")
+def _page(raw: bytes) -> dict[str, Any]:
     try:
-        return max(0.0, float(value)) if value is not None else default
-    except ValueError:
-        return default
+        body = json.loads(raw.decode("utf-8"))
+    except ValueError:  # a broken page is not retried: the next read would be the same
+        raise ProviderError("retail prices API sent invalid JSON", provider="azure") from None
+    if not isinstance(body, dict):
+        raise ProviderError("retail prices page is not a JSON object", provider="azure")
+    return body
 
 
-def _http_error(exc: urllib.error.HTTPError) -> ProviderError:
-    if exc.code in _RETRY_STATUS:
+def _unreachable(exc: OSError) -> ProviderError:
+    return TransientError(f"retail prices API unreachable: {exc}", provider="azure")
+
+
+def _http_error(status: int, raw: bytes) -> ProviderError:
+    if status in (401, 403):
+        return AuthError(f"retail prices API refused the request (HTTP {status})", provider="azure")
+    if status in _RETRY_STATUS:
         return TransientError(
-            f"retail prices API still failing after retries (HTTP {exc.code})", provider="azure"
+            f"retail prices API still failing after retries (HTTP {status})", provider="azure"
         )
-    return ProviderError(f"retail prices API answered HTTP {exc.code}", provider="azure")
+    return ProviderError(f"retail prices API answered HTTP {status}", provider="azure")
 
 
 def is_wanted(item: Mapping[str, Any]) -> bool:

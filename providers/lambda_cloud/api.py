@@ -10,9 +10,6 @@ the key, or a response that might echo it, into an exception message.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -24,15 +21,11 @@ from cloudgpu.errors import (
     QuotaError,
     TransientError,
 )
+from cloudgpu.httpjson import RETRY_STATUSES, JsonHttpClient, error_json, parse_json
 
 DEFAULT_BASE_URL = "https://cloud.lambda.ai/api/v1"
 PROVIDER = "lambda"
 KEY_HINT = "check LAMBDA_API_KEY (Lambda Cloud console > API keys)"
-
-# Statuses where Lambda refused the request without acting on it: safe to send again.
-RETRY_STATUSES = frozenset({429, 502, 503, 504})
-# Reading is safe to repeat after a broken connection; a launch is not (it may have landed).
-SAFE_METHODS = frozenset({"GET", "DELETE"})
 
 
 class LambdaClient:
@@ -48,80 +41,38 @@ class LambdaClient:
         backoff_s: float = 1.0,
         timeout_s: float = 30.0,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._api_key = api_key
-        self._sleep = sleep
-        self.attempts = max(1, attempts)
-        self.backoff_s = backoff_s
-        self.timeout_s = timeout_s
+        self._http = JsonHttpClient(
+            base_url,
+            sleep,
+            map_status=map_error,
+            token=api_key,
+            provider=PROVIDER,
+            attempts=attempts,
+            backoff_s=backoff_s,
+            timeout_s=timeout_s,
+        )
+        self.base_url = self._http.base_url
 
     def __repr__(self) -> str:  # never show the key
         return f"LambdaClient({self.base_url!r})"
 
     def call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
         """Send one request; return the answer's ``data`` or raise a mapped ProviderError."""
-        raw = None if body is None else json.dumps(dict(body)).encode()
-        delay = self.backoff_s
-        for attempt in range(1, self.attempts + 1):
-            try:
-                return self._send(method, path, raw)
-            except _Retryable as exc:
-                if attempt == self.attempts:
-                    raise exc.error from None
-                self._sleep(delay)
-                delay = min(delay * 2, 30.0)
-        raise AssertionError("unreachable")  # the loop returns or raises
-
-    def _send(self, method: str, path: str, raw: bytes | None) -> Any:
-        url = self.base_url + path
-        req = urllib.request.Request(
-            url,
-            data=raw,
-            method=method,
-            headers={
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-                "User-Agent": "cloudgpu",
-                "Authorization": f"Bearer {self._api_key}",
-            },
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                payload = resp.read()
-        except urllib.error.HTTPError as exc:
-            error = map_error(exc.code, exc.read() or b"")
-            if exc.code in RETRY_STATUSES:
-                raise _Retryable(error) from None
-            raise error from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-            reason = getattr(exc, "reason", exc)
-            error = TransientError(f"cannot reach {self.base_url}: {reason}", provider=PROVIDER)
-            if method in SAFE_METHODS:
-                raise _Retryable(error) from None
-            raise error from None
-        try:
-            parsed = json.loads(payload)
-        except ValueError:
-            raise _Retryable(
-                TransientError("Lambda answered with non-JSON", provider=PROVIDER)
-            ) from None
-        if not isinstance(parsed, dict) or "data" not in parsed:
-            raise ProviderError("Lambda answered without data", provider=PROVIDER)
-        return parsed["data"]
+        return self._http.request(method, path, _data, body)
 
 
-class _Retryable(Exception):
-    def __init__(self, error: ProviderError) -> None:
-        super().__init__(str(error))
-        self.error = error
+def _data(raw: bytes) -> Any:
+    parsed = parse_json(raw, "Lambda", PROVIDER)
+    if not isinstance(parsed, dict) or "data" not in parsed:
+        raise ProviderError("Lambda answered without data", provider=PROVIDER)
+    return parsed["data"]
 
 
 def error_code(raw: bytes) -> tuple[str, str]:
     """(code, message) of a Lambda error body; empty strings when it is not one."""
-    try:
-        parsed = json.loads(raw)
-    except ValueError:
-        return "", raw[:200].decode("utf-8", "replace")
+    parsed, text = error_json(raw)
+    if parsed is None:
+        return "", text
     err = parsed.get("error") if isinstance(parsed, dict) else None
     if not isinstance(err, dict):
         return "", ""

@@ -10,9 +10,6 @@ not put the key, or a response that might echo it, into an exception message.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,6 +20,7 @@ from cloudgpu.errors import (
     ProviderError,
     TransientError,
 )
+from cloudgpu.httpjson import JsonHttpClient, RetryableError, error_json, parse_json
 
 DEFAULT_BASE_URL = "https://api.runpod.io"
 PROVIDER = "runpod"
@@ -51,58 +49,39 @@ class GraphQLClient:
         backoff_s: float = 1.0,
         timeout_s: float = 30.0,
     ) -> None:
-        self.url = base_url.rstrip("/") + "/graphql"
-        self._api_key = api_key
-        self._sleep = sleep
-        self.attempts = max(1, attempts)
-        self.backoff_s = backoff_s
-        self.timeout_s = timeout_s
+        self._http = JsonHttpClient(
+            base_url.rstrip("/") + "/graphql",
+            sleep,
+            map_status=_http_error,
+            token=api_key,
+            provider=PROVIDER,
+            retry_statuses=RETRY_STATUSES,
+            # Every GraphQL call is a POST, reads included, so a broken connection is
+            # retried for all of them (a repeated create is found again by its tag token).
+            retry_unreachable=frozenset({"POST"}),
+            attempts=attempts,
+            backoff_s=backoff_s,
+            timeout_s=timeout_s,
+        )
+        self.url = self._http.base_url
 
     def __repr__(self) -> str:  # never show the key
         return f"GraphQLClient({self.url!r})"
 
     def query(self, query: str, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Run ``query``; return its ``data`` object or raise a mapped ProviderError."""
-        body = json.dumps({"query": query, "variables": dict(variables or {})}).encode()
-        delay = self.backoff_s
-        for attempt in range(1, self.attempts + 1):
-            try:
-                return _data_or_raise(self._post(body))
-            except TransientError:
-                if attempt == self.attempts:
-                    raise
-                self._sleep(delay)
-                delay = min(delay * 2, 30.0)
-        raise AssertionError("unreachable")  # the loop returns or raises
+        body = {"query": query, "variables": dict(variables or {})}
+        return self._http.request("POST", "", _data, body)
 
-    def _post(self, body: bytes) -> dict[str, Any]:
-        req = urllib.request.Request(
-            self.url,
-            data=body,
-            method="POST",
-            headers={
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-                "User-Agent": "cloudgpu",
-                "Authorization": f"Bearer {self._api_key}",
-            },
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            raw = exc.read() or b""
-            raise _http_error(exc.code, raw) from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise TransientError(f"cannot reach {self.url}: {reason}", provider=PROVIDER) from None
-        try:
-            parsed = json.loads(raw)
-        except ValueError:
-            raise TransientError("RunPod answered with non-JSON", provider=PROVIDER) from None
-        if not isinstance(parsed, dict):
-            raise ProviderError("RunPod answered with an unexpected shape", provider=PROVIDER)
-        return parsed
+
+def _data(raw: bytes) -> dict[str, Any]:
+    parsed = parse_json(raw, "RunPod", PROVIDER)
+    if not isinstance(parsed, dict):
+        raise ProviderError("RunPod answered with an unexpected shape", provider=PROVIDER)
+    try:
+        return _data_or_raise(parsed)
+    except TransientError as exc:  # a GraphQL-level "rate limit": worth another try
+        raise RetryableError(exc) from None
 
 
 def _http_error(status: int, raw: bytes) -> ProviderError:
@@ -119,10 +98,9 @@ def _http_error(status: int, raw: bytes) -> ProviderError:
 
 
 def _first_error_message(raw: bytes) -> str:
-    try:
-        parsed = json.loads(raw)
-    except ValueError:
-        return raw[:200].decode("utf-8", "replace")
+    parsed, text = error_json(raw)
+    if parsed is None:
+        return text
     if isinstance(parsed, dict):
         errors = parsed.get("errors") or []
         if errors and isinstance(errors[0], dict):

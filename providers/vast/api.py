@@ -11,9 +11,7 @@ where there is one. Must not put the key into an exception message.
 from __future__ import annotations
 
 import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,13 +23,12 @@ from cloudgpu.errors import (
     QuotaError,
     TransientError,
 )
+from cloudgpu.httpjson import RETRY_STATUSES, JsonHttpClient, error_json, parse_json
 
 DEFAULT_BASE_URL = "https://console.vast.ai/api/v0"
 PROVIDER = "vast"
 KEY_HINT = "check VAST_API_KEY (console.vast.ai > Account > API keys)"
 
-RETRY_STATUSES = frozenset({429, 502, 503, 504})
-SAFE_METHODS = frozenset({"GET", "DELETE"})
 # Error codes of an offer that is gone or was taken (someone else rented the machine).
 CAPACITY_CODES = frozenset({"no_such_ask", "ask_not_available", "offer_unavailable"})
 QUOTA_CODES = frozenset({"insufficient_credit", "insufficient_funds", "max_instances"})
@@ -50,12 +47,17 @@ class VastClient:
         backoff_s: float = 1.0,
         timeout_s: float = 30.0,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._api_key = api_key
-        self._sleep = sleep
-        self.attempts = max(1, attempts)
-        self.backoff_s = backoff_s
-        self.timeout_s = timeout_s
+        self._http = JsonHttpClient(
+            base_url,
+            sleep,
+            map_status=map_error,
+            token=api_key,
+            provider=PROVIDER,
+            attempts=attempts,
+            backoff_s=backoff_s,
+            timeout_s=timeout_s,
+        )
+        self.base_url = self._http.base_url
 
     def __repr__(self) -> str:  # never show the key
         return f"VastClient({self.base_url!r})"
@@ -68,74 +70,27 @@ class VastClient:
         query: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Send one request; return the parsed JSON object or raise a mapped ProviderError."""
-        url = self.base_url + path
         if query:
-            url += "?" + urllib.parse.urlencode(
+            path += "?" + urllib.parse.urlencode(
                 {k: v if isinstance(v, str) else json.dumps(v) for k, v in query.items()}
             )
-        raw = None if body is None else json.dumps(dict(body)).encode()
-        delay = self.backoff_s
-        for attempt in range(1, self.attempts + 1):
-            try:
-                return self._send(method, url, raw)
-            except _Retryable as exc:
-                if attempt == self.attempts:
-                    raise exc.error from None
-                self._sleep(delay)
-                delay = min(delay * 2, 30.0)
-        raise AssertionError("unreachable")  # the loop returns or raises
-
-    def _send(self, method: str, url: str, raw: bytes | None) -> dict[str, Any]:
-        req = urllib.request.Request(
-            url,
-            data=raw,
-            method=method,
-            headers={
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-                "User-Agent": "cloudgpu",
-                "Authorization": f"Bearer {self._api_key}",
-            },
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                payload = resp.read()
-        except urllib.error.HTTPError as exc:
-            error = map_error(exc.code, exc.read() or b"")
-            if exc.code in RETRY_STATUSES:
-                raise _Retryable(error) from None
-            raise error from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-            reason = getattr(exc, "reason", exc)
-            error = TransientError(f"cannot reach {self.base_url}: {reason}", provider=PROVIDER)
-            if method in SAFE_METHODS:
-                raise _Retryable(error) from None
-            raise error from None
-        try:
-            parsed = json.loads(payload or b"{}")
-        except ValueError:
-            raise _Retryable(
-                TransientError("Vast answered with non-JSON", provider=PROVIDER)
-            ) from None
-        if not isinstance(parsed, dict):
-            raise ProviderError("Vast answered with an unexpected shape", provider=PROVIDER)
-        if parsed.get("success") is False:  # some failures come back as HTTP 200
-            raise map_error(200, payload)
-        return parsed
+        return self._http.request(method, path, _object, body)
 
 
-class _Retryable(Exception):
-    def __init__(self, error: ProviderError) -> None:
-        super().__init__(str(error))
-        self.error = error
+def _object(raw: bytes) -> dict[str, Any]:
+    parsed = parse_json(raw, "Vast", PROVIDER, empty=b"{}")
+    if not isinstance(parsed, dict):
+        raise ProviderError("Vast answered with an unexpected shape", provider=PROVIDER)
+    if parsed.get("success") is False:  # some failures come back as HTTP 200
+        raise map_error(200, raw)
+    return parsed
 
 
 def error_code(raw: bytes) -> tuple[str, str]:
     """(code, message) of a Vast error body."""
-    try:
-        parsed = json.loads(raw)
-    except ValueError:
-        return "", raw[:200].decode("utf-8", "replace")
+    parsed, text = error_json(raw)
+    if parsed is None:
+        return "", text
     if not isinstance(parsed, dict):
         return "", ""
     message = parsed.get("msg") or parsed.get("detail") or parsed.get("message") or ""
