@@ -12,7 +12,8 @@
 #   CLOUDGPU_POWEROFF   (set by the instance itself, e.g. sim) a command that powers it off;
 #                       used at the deadline instead of shutdown(8)
 #
-# NVMe: on a disposable machine where we are root and $CLOUDGPU_NVME is not mounted yet, every
+# NVMe: on a disposable machine where we are root (or have passwordless sudo) and
+# $CLOUDGPU_NVME is not mounted yet, every
 # local NVMe disk that has no partitions, filesystem or mount is put into one RAID0 array
 # (or used directly when there is one), formatted ext4 and mounted there. Elsewhere (this
 # computer, a simulated instance, a machine without spare NVMe) it is a plain directory.
@@ -21,6 +22,17 @@ set -eu
 
 NVME="${CLOUDGPU_NVME:-/nvme}"
 DEVICES=0
+
+# Disk and power work needs root: directly when we are root, through passwordless sudo
+# when we log in as the image's default user (ubuntu, azureuser, ...: cloud images give
+# it one), and not at all otherwise (then NVMe is a plain directory we can write).
+if [ "$(id -u)" = 0 ]; then
+    AS_ROOT=""
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    AS_ROOT="sudo -n"
+else
+    AS_ROOT="none"
+fi
 
 nvme_candidates() {
     # Whole NVMe disks with no partitions, no filesystem signature and not mounted.
@@ -35,13 +47,13 @@ nvme_candidates() {
 }
 
 prepare_nvme() {
-    if [ "${CLOUDGPU_DISPOSABLE:-0}" = 1 ] && [ "$(id -u)" = 0 ] \
+    if [ "${CLOUDGPU_DISPOSABLE:-0}" = 1 ] && [ "$AS_ROOT" != none ] \
         && ! mountpoint -q "$NVME" 2>/dev/null; then
         devs=$(nvme_candidates | tr '\n' ' ')
         set -- $devs
         DEVICES=$#
         if [ "$DEVICES" -ge 2 ] && command -v mdadm >/dev/null 2>&1; then
-            mdadm --create /dev/md/cloudgpu --run --level=0 --raid-devices="$DEVICES" "$@" >/dev/null
+            $AS_ROOT mdadm --create /dev/md/cloudgpu --run --level=0 --raid-devices="$DEVICES" "$@" >/dev/null
             target=/dev/md/cloudgpu
         elif [ "$DEVICES" -ge 1 ]; then
             target=$1
@@ -49,13 +61,16 @@ prepare_nvme() {
             target=""
         fi
         if [ -n "$target" ]; then
-            mkfs.ext4 -q -F -E nodiscard -m 0 "$target"
-            mkdir -p "$NVME"
-            mount -o noatime "$target" "$NVME"
-            chmod 1777 "$NVME"
+            $AS_ROOT mkfs.ext4 -q -F -E nodiscard -m 0 "$target"
+            $AS_ROOT mkdir -p "$NVME"
+            $AS_ROOT mount -o noatime "$target" "$NVME"
+            $AS_ROOT chmod 1777 "$NVME"
         fi
     fi
-    mkdir -p "$NVME"
+    if ! mkdir -p "$NVME" 2>/dev/null && [ "${CLOUDGPU_DISPOSABLE:-0}" = 1 ] \
+        && [ "$AS_ROOT" != none ]; then
+        $AS_ROOT mkdir -p "$NVME" && $AS_ROOT chmod 1777 "$NVME"
+    fi
     probe="$NVME/.cloudgpu-write-test.$$"
     if ! : > "$probe" 2>/dev/null; then
         echo "cloudgpu bootstrap: $NVME is not writable" >&2
@@ -95,11 +110,11 @@ arm_deadline() {
         done
         if [ -n "${CLOUDGPU_POWEROFF:-}" ] && [ -x "$CLOUDGPU_POWEROFF" ]; then
             "$CLOUDGPU_POWEROFF"
-        elif [ "$4" = 1 ]; then
-            shutdown -h now 2>/dev/null || poweroff 2>/dev/null || halt -p
+        elif [ "$4" = 1 ] && [ "$5" != none ]; then
+            $5 shutdown -h now 2>/dev/null || $5 poweroff 2>/dev/null || $5 halt -p
         fi
     ' cloudgpu-deadline "$wait_s" "${CLOUDGPU_INSTANCE:-none}" "$state" \
-        "${CLOUDGPU_DISPOSABLE:-0}" </dev/null >/dev/null 2>&1 &
+        "${CLOUDGPU_DISPOSABLE:-0}" "$AS_ROOT" </dev/null >/dev/null 2>&1 &
     echo $! > "$state/deadline.pid"
 }
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+import pytest
 
 from cloudgpu.builtin.local import LocalProvider
 from cloudgpu.builtin.procs import stop_tagged, tagged_pids
@@ -86,3 +90,73 @@ def test_loopback_instance_of_a_disposable_provider_is_not_powered_off(tmp_path:
         assert b"CLOUDGPU_DISPOSABLE=0" in env
     stop_tagged("loop-1")
     assert tagged_pids("loop-1", watchdog=True) == []
+
+
+FAKE_LSBLK = """#!/bin/sh
+# one blank NVMe disk: whole disk, no partitions, no filesystem, not mounted
+case "$*" in
+  *-dpno*) echo "/dev/nvme9n1 disk" ;;
+  *"-no NAME"*) echo "nvme9n1" ;;
+  *) echo "" ;;
+esac
+"""
+
+
+def _fake_tools(bin_dir: Path, log: Path, with_sudo: bool) -> None:
+    bin_dir.mkdir()
+    tools = {"lsblk": FAKE_LSBLK}
+    for name in ("mkfs.ext4", "mount", "mdadm"):
+        tools[name] = f'#!/bin/sh\necho "{name} $*" >> {log}\n'
+    if with_sudo:  # passwordless sudo that records what it was asked to run, then runs it
+        tools["sudo"] = f'#!/bin/sh\n[ "$1" = -n ] && shift\necho "sudo $*" >> {log}\nexec "$@"\n'
+    for name, text in tools.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+
+
+@pytest.mark.parametrize("with_sudo", [True, False])
+def test_login_user_formats_nvme_only_through_passwordless_sudo(with_sudo: bool) -> None:
+    # A cloud image's default user (not root): disk work must go through `sudo -n`, and
+    # without sudo the NVMe is only a directory. Run as `nobody` with fake disk tools.
+    work = Path(tempfile.mkdtemp(prefix="cgpu-boot-"))
+    try:
+        work.chmod(0o777)
+        log = work / "calls.log"
+        log.touch()
+        log.chmod(0o666)
+        _fake_tools(work / "bin", log, with_sudo)
+        nvme = work / "nvme"
+        env = {
+            "PATH": f"{work / 'bin'}:/usr/bin:/bin:/usr/sbin:/sbin",
+            "CLOUDGPU_NVME": str(nvme),
+            "CLOUDGPU_INSTANCE": "boot-nonroot",
+            "CLOUDGPU_DISPOSABLE": "1",
+            "CLOUDGPU_DEADLINE": "",
+        }
+        out = subprocess.run(
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+                script(),
+                "cloudgpu-bootstrap",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert out.returncode == 0, out.stderr
+        calls = log.read_text()
+        if with_sudo:
+            assert "sudo mkfs.ext4 -q -F -E nodiscard -m 0 /dev/nvme9n1" in calls
+            assert f"sudo mount -o noatime /dev/nvme9n1 {nvme}" in calls
+        else:
+            assert calls == ""  # nothing formatted or mounted
+        assert out.stdout.strip().splitlines()[-1].startswith(f"nvme={nvme} ")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
