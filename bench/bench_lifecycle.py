@@ -26,7 +26,7 @@ from pathlib import Path
 
 from cloudgpu_providers.sim import SimProvider
 
-from cloudgpu.lifecycle.keys import ensure_keypair
+from cloudgpu.sshkeys import ensure_keypair
 from cloudgpu.paths import default_paths
 from cloudgpu.provider import CreateRequest, InstanceState, ProviderContext
 
