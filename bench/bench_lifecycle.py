@@ -26,9 +26,9 @@ from pathlib import Path
 
 from cloudgpu_providers.sim import SimProvider
 
-from cloudgpu.sshkeys import ensure_keypair
 from cloudgpu.paths import default_paths
 from cloudgpu.provider import CreateRequest, InstanceState, ProviderContext
+from cloudgpu.sshkeys import ensure_keypair
 
 RUNS = 7
 CONFIG = """
@@ -63,7 +63,7 @@ def _median(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
-def _time(fn: Callable[[], None], runs: int = RUNS) -> list[float]:
+def _time(fn: Callable[[], object], runs: int = RUNS) -> list[float]:
     out = []
     for _ in range(runs):
         t0 = time.perf_counter()
