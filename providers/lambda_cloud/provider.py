@@ -31,6 +31,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from cloudgpu_providers.apikey import ApiKeySource, api_base, probed, retry_options
 from cloudgpu_providers.lambda_cloud import instances as inst_mod
 from cloudgpu_providers.lambda_cloud import names
 from cloudgpu_providers.lambda_cloud.api import DEFAULT_BASE_URL, PROVIDER, LambdaClient
@@ -57,6 +58,7 @@ from cloudgpu.provider import (
 from cloudgpu.sshkeys import ensure_keypair
 
 TERMINATE_CHECKS = 10
+API_KEY = ApiKeySource("Lambda", "LAMBDA_API_KEY", PROVIDER)
 
 
 class LambdaProvider(Provider):
@@ -75,45 +77,18 @@ class LambdaProvider(Provider):
 
     # -- credentials -----------------------------------------------------------------
 
-    def _key_and_source(self) -> tuple[str, str, tuple[str, ...]]:
-        looked = ("env:LAMBDA_API_KEY", "config:api_key")
-        key = self.ctx.env.get("LAMBDA_API_KEY", "").strip()
-        if key:
-            return key, "env:LAMBDA_API_KEY", looked
-        key = str(self.ctx.config.get("api_key") or "").strip()
-        if key:
-            return key, "config:api_key", looked
-        return "", "", looked
-
     def availability(self) -> Availability:
-        key, source, looked = self._key_and_source()
-        if not key:
-            return Availability(False, "no Lambda API key (set LAMBDA_API_KEY)", looked)
-        return Availability(True, f"API key from {source}", looked)
+        return API_KEY.availability(self.ctx)
 
     def _client(self) -> LambdaClient:
-        key, _, _ = self._key_and_source()
-        if not key:
-            raise ProviderError("no Lambda API key", provider=PROVIDER, hint="set LAMBDA_API_KEY")
-        base = str(
-            self.ctx.config.get("api_url")
-            or self.ctx.env.get("LAMBDA_API_BASE_URL")
-            or DEFAULT_BASE_URL
-        )
-        return LambdaClient(
-            base,
-            key,
-            self.ctx.sleep,
-            attempts=int(self.ctx.config.get("attempts", 5)),
-            backoff_s=float(self.ctx.config.get("backoff_s", 1.0)),
-        )
+        key = API_KEY.require(self.ctx)
+        base = api_base(self.ctx, "api_url", "LAMBDA_API_BASE_URL", DEFAULT_BASE_URL)
+        return LambdaClient(base, key, self.ctx.sleep, **retry_options(self.ctx.config))
 
     def check(self) -> Availability:
-        av = self.availability()
-        if not av.enabled:
-            return av
-        self._client().call("GET", "/ssh-keys")
-        return Availability(True, f"{av.reason}; GET /ssh-keys answered", av.sources)
+        return probed(
+            self.availability(), lambda: self._client().call("GET", "/ssh-keys"), "GET /ssh-keys"
+        )
 
     # -- offers ----------------------------------------------------------------------
 

@@ -24,13 +24,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
+from cloudgpu_providers.apikey import ApiKeySource, api_base, probed, retry_options
 from cloudgpu_providers.runpod import offers as offers_mod
 from cloudgpu_providers.runpod import pods
 from cloudgpu_providers.runpod.api import DEFAULT_BASE_URL, PROVIDER, GraphQLClient
 
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.offer import Offer
-from cloudgpu.errors import CapacityError, NotFoundError, ProviderError, TransientError
+from cloudgpu.errors import CapacityError, NotFoundError, TransientError
 from cloudgpu.provider import (
     TAG_INSTANCE,
     Availability,
@@ -45,6 +46,22 @@ from cloudgpu.sshkeys import key_pair
 DEFAULT_IMAGE = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
 DEFAULT_IMAGE_START = "/start.sh"
 TERMINATE_CHECKS = 10
+
+
+def _runpod_config_key(path: Path) -> str:
+    """The key runpodctl / runpod-python saved (``apikey`` or ``[default] api_key``)."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return ""
+    default = data.get("default")
+    nested = default.get("api_key") if isinstance(default, dict) else None
+    return str(data.get("apikey") or nested or "").strip()
+
+
+API_KEY = ApiKeySource(
+    "RunPod", "RUNPOD_API_KEY", PROVIDER, ((".runpod/config.toml", _runpod_config_key),)
+)
 
 
 class RunPodProvider(Provider):
@@ -69,50 +86,20 @@ class RunPodProvider(Provider):
 
     # -- credentials -----------------------------------------------------------------
 
-    def _key_and_source(self) -> tuple[str, str, tuple[str, ...]]:
-        looked = ("env:RUNPOD_API_KEY", "config:api_key", "file:~/.runpod/config.toml")
-        key = self.ctx.env.get("RUNPOD_API_KEY", "").strip()
-        if key:
-            return key, "env:RUNPOD_API_KEY", looked
-        key = str(self.ctx.config.get("api_key") or "").strip()
-        if key:
-            return key, "config:api_key", looked
-        home = self.ctx.env.get("HOME")
-        if home:
-            key = _runpod_config_key(Path(home) / ".runpod" / "config.toml")
-            if key:
-                return key, "file:~/.runpod/config.toml", looked
-        return "", "", looked
-
     def availability(self) -> Availability:
-        key, source, looked = self._key_and_source()
-        if not key:
-            return Availability(False, "no RunPod API key (set RUNPOD_API_KEY)", looked)
-        return Availability(True, f"API key from {source}", looked)
+        return API_KEY.availability(self.ctx)
 
     def _client(self) -> GraphQLClient:
-        key, _, _ = self._key_and_source()
-        if not key:
-            raise ProviderError("no RunPod API key", provider=PROVIDER, hint="set RUNPOD_API_KEY")
-        base = str(
-            self.ctx.config.get("api_base_url")
-            or self.ctx.env.get("RUNPOD_API_BASE_URL")
-            or DEFAULT_BASE_URL
-        )
-        return GraphQLClient(
-            base,
-            key,
-            self.ctx.sleep,
-            attempts=int(self.ctx.config.get("attempts", 5)),
-            backoff_s=float(self.ctx.config.get("backoff_s", 1.0)),
-        )
+        key = API_KEY.require(self.ctx)
+        base = api_base(self.ctx, "api_base_url", "RUNPOD_API_BASE_URL", DEFAULT_BASE_URL)
+        return GraphQLClient(base, key, self.ctx.sleep, **retry_options(self.ctx.config))
 
     def check(self) -> Availability:
-        av = self.availability()
-        if not av.enabled:
-            return av
-        self._client().query(pods.Q_MYSELF)
-        return Availability(True, f"{av.reason}; account query answered", av.sources)
+        return probed(
+            self.availability(),
+            lambda: self._client().query(pods.Q_MYSELF),
+            "account query",
+        )
 
     # -- offers ----------------------------------------------------------------------
 
@@ -270,14 +257,3 @@ class RunPodProvider(Provider):
             return str(configured)
         # Snapshot offers carry RunPod data center ids (e.g. "CA-MTL-1") as their zone.
         return offer.zone or None
-
-
-def _runpod_config_key(path: Path) -> str:
-    """The key runpodctl / runpod-python saved (``apikey`` or ``[default] api_key``)."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-        return ""
-    default = data.get("default")
-    nested = default.get("api_key") if isinstance(default, dict) else None
-    return str(data.get("apikey") or nested or "").strip()

@@ -23,9 +23,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, ClassVar
 
+from cloudgpu_providers.apikey import (
+    ApiKeySource,
+    api_base,
+    probed,
+    read_plain_key,
+    retry_options,
+)
 from cloudgpu_providers.vast import instances as inst_mod
 from cloudgpu_providers.vast import offers as offers_mod
 from cloudgpu_providers.vast.api import DEFAULT_BASE_URL, PROVIDER, VastClient
@@ -46,7 +52,11 @@ from cloudgpu.sshkeys import ensure_keypair
 
 DEFAULT_IMAGE = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
 TERMINATE_CHECKS = 10
-KEY_FILES = (".config/vastai/vast_api_key", ".vast_api_key")  # the vastai CLI's, new & old
+# The vastai CLI's key files, new and old.
+KEY_FILES = (".config/vastai/vast_api_key", ".vast_api_key")
+API_KEY = ApiKeySource(
+    "Vast.ai", "VAST_API_KEY", PROVIDER, tuple((f, read_plain_key) for f in KEY_FILES)
+)
 
 
 class VastProvider(Provider):
@@ -63,55 +73,22 @@ class VastProvider(Provider):
 
     # -- credentials -----------------------------------------------------------------
 
-    def _key_and_source(self) -> tuple[str, str, tuple[str, ...]]:
-        looked = ("env:VAST_API_KEY", "config:api_key", *(f"file:~/{f}" for f in KEY_FILES))
-        key = self.ctx.env.get("VAST_API_KEY", "").strip()
-        if key:
-            return key, "env:VAST_API_KEY", looked
-        key = str(self.ctx.config.get("api_key") or "").strip()
-        if key:
-            return key, "config:api_key", looked
-        home = self.ctx.env.get("HOME")
-        for rel in KEY_FILES if home else ():
-            try:
-                key = (Path(str(home)) / rel).read_text(encoding="utf-8").strip()
-            except (OSError, UnicodeDecodeError):
-                continue
-            if key:
-                return key, f"file:~/{rel}", looked
-        return "", "", looked
-
     def availability(self) -> Availability:
-        key, source, looked = self._key_and_source()
-        if not key:
-            return Availability(False, "no Vast.ai API key (set VAST_API_KEY)", looked)
-        return Availability(True, f"API key from {source}", looked)
+        return API_KEY.availability(self.ctx)
 
     def _base_url(self) -> str:
-        return str(
-            self.ctx.config.get("api_url")
-            or self.ctx.env.get("VAST_API_BASE_URL")
-            or DEFAULT_BASE_URL
-        )
+        return api_base(self.ctx, "api_url", "VAST_API_BASE_URL", DEFAULT_BASE_URL)
 
     def _client(self) -> VastClient:
-        key, _, _ = self._key_and_source()
-        if not key:
-            raise ProviderError("no Vast.ai API key", provider=PROVIDER, hint="set VAST_API_KEY")
-        return VastClient(
-            self._base_url(),
-            key,
-            self.ctx.sleep,
-            attempts=int(self.ctx.config.get("attempts", 5)),
-            backoff_s=float(self.ctx.config.get("backoff_s", 1.0)),
-        )
+        key = API_KEY.require(self.ctx)
+        return VastClient(self._base_url(), key, self.ctx.sleep, **retry_options(self.ctx.config))
 
     def check(self) -> Availability:
-        av = self.availability()
-        if not av.enabled:
-            return av
-        self._client().call("GET", "/users/current/")
-        return Availability(True, f"{av.reason}; GET /users/current/ answered", av.sources)
+        return probed(
+            self.availability(),
+            lambda: self._client().call("GET", "/users/current/"),
+            "GET /users/current/",
+        )
 
     # -- offers ----------------------------------------------------------------------
 
