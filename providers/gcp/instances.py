@@ -15,6 +15,8 @@ Rules this module encodes (each documented by Google):
 * Deadline: ``scheduling.max_run_duration`` with ``instance_termination_action=DELETE``
   (on-demand and Spot), so GCP itself deletes the VM and stops billing by the deadline.
 * Spot: ``provisioning_model=SPOT``, ``instance_termination_action=DELETE``.
+* SSH: the firewall rule opens the login's port (22 unless the image's sshd listens
+  elsewhere) to one CIDR, for the instance's network tag only.
 
 It must not contact the API; the provider does that.
 """
@@ -26,6 +28,7 @@ import math
 import re
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -49,6 +52,15 @@ _STATES = {
     # GCP's TERMINATED is a stopped VM that still exists (and keeps its disk).
     "TERMINATED": InstanceState.STOPPED,
 }
+
+
+@dataclass(frozen=True)
+class Login:
+    """How the job reaches a VM: login user, sshd port, and where local NVMe is mounted."""
+
+    user: str = "cloudgpu"
+    port: int = 22
+    nvme_mount: str = "/nvme"
 
 
 def resource_name(text: str, limit: int = 59) -> str:
@@ -184,7 +196,12 @@ def instance_body(
 
 
 def firewall_body(
-    name: str, target_tag: str, cidr: str, network: str, tags: Mapping[str, str]
+    name: str,
+    target_tag: str,
+    cidr: str,
+    network: str,
+    tags: Mapping[str, str],
+    port: int = 22,
 ) -> Any:
     from google.cloud import compute_v1
 
@@ -194,7 +211,7 @@ def firewall_body(
         direction="INGRESS",
         source_ranges=[cidr],
         target_tags=[target_tag],
-        allowed=[compute_v1.Allowed(I_p_protocol="tcp", ports=["22"])],
+        allowed=[compute_v1.Allowed(I_p_protocol="tcp", ports=[str(port)])],
         description="cloudgpu ssh " + json.dumps(dict(tags), sort_keys=True),
     )
 
@@ -217,7 +234,7 @@ def is_ours(inst: Any) -> bool:
     return any(item.key == TAGS_METADATA for item in items)
 
 
-def to_instance(inst: Any, zone: str, ssh_user: str, key_file: str | None) -> Instance:
+def to_instance(inst: Any, zone: str, login: Login, key_file: str | None) -> Instance:
     nat_ip = ""
     for nic in inst.network_interfaces:
         for ac in nic.access_configs:
@@ -238,8 +255,13 @@ def to_instance(inst: Any, zone: str, ssh_user: str, key_file: str | None) -> In
         region=zone.rsplit("-", 1)[0],
         zone=zone,
         market="spot" if spot else "on_demand",
-        ssh=SSHTarget(host=nat_ip, user=ssh_user, key_file=key_file) if nat_ip else None,
+        ssh=(
+            SSHTarget(host=nat_ip, port=login.port, user=login.user, key_file=key_file)
+            if nat_ip
+            else None
+        ),
         tags=instance_tags(inst),
+        nvme_mount=login.nvme_mount,
         launched_at=_timestamp(inst.creation_timestamp),
         extra={"status": inst.status, "self_link": inst.self_link},
     )

@@ -6,8 +6,10 @@ Config (``[providers.gcp]``; all optional except a project from somewhere):
 * ``endpoint_url`` / ``billing_endpoint_url``: API endpoints (emulators, tests)
 * ``anonymous = true``: no credentials (only with ``endpoint_url``)
 * ``regions``: restrict fetched offers; ``zone``: default zone for zone-less offers
-* ``ssh_cidr``: who may reach port 22 (default: this machine's public IP /32, looked up
-  at ``ip_lookup_url``); ``ssh_user`` (default ``cloudgpu``)
+* ``ssh_cidr``: who may reach the sshd (default: this machine's public IP /32, looked up
+  at ``ip_lookup_url``); ``ssh_user`` (default ``cloudgpu``); ``ssh_port`` (default 22,
+  for images whose sshd listens elsewhere: the firewall rule opens that port instead)
+* ``nvme_mount``: where the job finds local NVMe on the VM (default ``/nvme``)
 * ``image``, ``network`` (default ``global/networks/default``), ``disk_type``
 
 An instance id is ``<zone>/<name>``. create() makes a firewall rule ``<name>-ssh`` and the
@@ -191,7 +193,7 @@ class GCPProvider(Provider):
             )
         name = build.resource_name(request.name)
         key_file, public = self._public_key(request, name)
-        user = str(self.ctx.config.get("ssh_user") or "cloudgpu")
+        login = self._login()
         network = str(self.ctx.config.get("network") or "global/networks/default")
         host, accel, count = pricing.accelerator_for(request.offer)
         deadline_in = None if request.deadline is None else request.deadline - self.ctx.clock()
@@ -201,14 +203,14 @@ class GCPProvider(Provider):
             zone=zone,
             machine_type=host,
             accelerator=(accel, count) if accel else None,
-            ssh_line=f"{user}:{public}",
+            ssh_line=f"{login.user}:{public}",
             image=build.image_path(request.image, self.ctx.config.get("image")),
             network=network,
             disk_type=str(self.ctx.config.get("disk_type") or build.default_disk_type(host)),
             deadline_in_s=deadline_in,
         )
         cidr = self._ssh_cidr(request)
-        made_firewall = self._ensure_firewall(name, cidr, network, request.tags)
+        made_firewall = self._ensure_firewall(name, cidr, network, request.tags, login.port)
         try:
             self._insert(zone, body, request.idempotency_token)
             inst = self._get(zone, name)
@@ -229,7 +231,7 @@ class GCPProvider(Provider):
             raise TransientError(
                 f"instance {name} vanished right after creation", provider=PROVIDER
             )
-        return build.to_instance(inst, zone, user, str(key_file) if key_file else None)
+        return build.to_instance(inst, zone, login, str(key_file) if key_file else None)
 
     def _insert(self, zone: str, body: Any, token: str) -> None:
         client = self.clients.compute("InstancesClient")
@@ -244,10 +246,12 @@ class GCPProvider(Provider):
             return  # a retry of our own create: the instance is there
         self._wait(op, zone)
 
-    def _ensure_firewall(self, name: str, cidr: str, network: str, tags: Mapping[str, str]) -> bool:
+    def _ensure_firewall(
+        self, name: str, cidr: str, network: str, tags: Mapping[str, str], port: int
+    ) -> bool:
         """Create the rule; False when it exists already (a retried create)."""
         client = self.clients.compute("FirewallsClient")
-        body = build.firewall_body(f"{name}-ssh", name, cidr, network, tags)
+        body = build.firewall_body(f"{name}-ssh", name, cidr, network, tags, port)
         try:
             op = self.clients.call(
                 client.insert_unary, request={"project": self.project, "firewall_resource": body}
@@ -298,6 +302,23 @@ class GCPProvider(Provider):
         path = self.ctx.paths.keys_dir / f"gcp-{name}"
         return str(path) if path.exists() else None
 
+    def _login(self) -> build.Login:
+        """User, sshd port and NVMe mount from config; a bad port is a one-line error."""
+        raw = self.ctx.config.get("ssh_port", 22)
+        try:
+            port = int(raw)
+        except (TypeError, ValueError):
+            port = 0
+        if isinstance(raw, bool) or not 0 < port < 65536:
+            raise ConfigError(
+                f"providers.gcp.ssh_port: expected a port number 1-65535, got {raw!r}"
+            )
+        return build.Login(
+            user=str(self.ctx.config.get("ssh_user") or "cloudgpu"),
+            port=port,
+            nvme_mount=str(self.ctx.config.get("nvme_mount") or "/nvme"),
+        )
+
     def _ssh_cidr(self, request: CreateRequest) -> str:
         explicit = request.options.get("ssh_cidr") or self.ctx.config.get("ssh_cidr")
         if explicit:
@@ -329,8 +350,7 @@ class GCPProvider(Provider):
                 InstanceState.PREEMPTED if self._preempted(zone, name) else InstanceState.TERMINATED
             )
             return Instance(id=instance_id, provider=PROVIDER, state=state, zone=zone)
-        user = str(self.ctx.config.get("ssh_user") or "cloudgpu")
-        return build.to_instance(inst, zone, user, self._key_file(name))
+        return build.to_instance(inst, zone, self._login(), self._key_file(name))
 
     def _preempted(self, zone: str, name: str) -> bool:
         """A Spot VM deleted by GCP leaves a compute.instances.preempted operation."""
@@ -370,7 +390,7 @@ class GCPProvider(Provider):
     def list_instances(self, tags: Mapping[str, str]) -> list[Instance]:
         client = self.clients.compute("InstancesClient")
         request = {"project": self.project, "filter": build.label_filter(tags)}
-        user = str(self.ctx.config.get("ssh_user") or "cloudgpu")
+        login = self._login()
         out = []
         for page in self._pages(client.aggregated_list, request):
             for scope, scoped in page.items.items():
@@ -380,7 +400,7 @@ class GCPProvider(Provider):
                     own = build.instance_tags(inst)
                     if all(own.get(k) == v for k, v in tags.items()):
                         zone = scope.rsplit("/", 1)[-1]
-                        out.append(build.to_instance(inst, zone, user, self._key_file(inst.name)))
+                        out.append(build.to_instance(inst, zone, login, self._key_file(inst.name)))
         return out
 
     def terminate(self, instance_id: str) -> None:

@@ -16,7 +16,14 @@ import pytest
 from cloudgpu_providers.gcp import GCPProvider
 
 from cloudgpu.catalog.offer import Offer
-from cloudgpu.errors import AuthError, CapacityError, ProviderError, QuotaError, TransientError
+from cloudgpu.errors import (
+    AuthError,
+    CapacityError,
+    ConfigError,
+    ProviderError,
+    QuotaError,
+    TransientError,
+)
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_JOB, InstanceState, ProviderContext
 from tests.fixtures.gcp.server import FakeGCP
@@ -368,3 +375,25 @@ def test_shape_not_offered_in_zone_fails_over(
     with pytest.raises(CapacityError, match="does not exist in zone"):
         provider.create(ProviderContract().request(stale))
     assert fake.instances == {} and fake.firewalls == {}
+
+
+def test_ssh_port_opens_that_port_and_is_where_ssh_goes(
+    fake: FakeGCP, paths: Paths, offer: Offer
+) -> None:
+    provider = make_provider(fake, paths, ssh_port=2222, ssh_user="ml", nvme_mount="/mnt/ssd")
+    inst = provider.create(ProviderContract().request(offer, job="portjob"))
+    assert fake.firewalls["portjob-ssh"]["allowed"] == [{"IPProtocol": "tcp", "ports": ["2222"]}]
+    assert inst.ssh is not None and (inst.ssh.port, inst.ssh.user) == (2222, "ml")
+    assert inst.nvme_mount == "/mnt/ssd"
+    assert provider.describe(inst.id).ssh.port == 2222  # type: ignore[union-attr]
+    provider.terminate(inst.id)
+
+
+@pytest.mark.parametrize("port", ["ssh", 0, 70000, True])
+def test_bad_ssh_port_is_a_config_error(
+    fake: FakeGCP, paths: Paths, offer: Offer, port: object
+) -> None:
+    provider = make_provider(fake, paths, ssh_port=port)
+    with pytest.raises(ConfigError, match=r"providers\.gcp\.ssh_port: expected a port number"):
+        provider.create(ProviderContract().request(offer, job="badport"))
+    assert fake.instances == {} and fake.firewalls == {}  # refused before any call
