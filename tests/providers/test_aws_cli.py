@@ -4,10 +4,7 @@ the Price List replay: `check`, `catalog refresh --provider aws`, `down --orphan
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +23,8 @@ from tests.providers.aws_fixtures.servers import (
     url_of,
 )
 from tests.providers.aws_fixtures.setup import FAKE_ENV, make_provider, offer, register_dlami
-from tests.remote.sshd import SSHDServer, start_sshd
+from tests.providers.lifecycle_kit import reaped
+from tests.remote.sshd import SSHDServer
 
 
 @pytest.fixture(scope="module")
@@ -137,13 +135,6 @@ limits:
 """
 
 
-@pytest.fixture
-def sshd(tmp_path: Path) -> Iterator[SSHDServer]:
-    server = start_sshd(tmp_path / "sshd")
-    yield server
-    server.stop()
-
-
 @pytest.mark.slow
 def test_launch_fails_over_past_insufficient_capacity(
     moto_url: str, cloudgpu_home: Path, creds: None, sshd: SSHDServer, tmp_path: Path
@@ -162,10 +153,8 @@ def test_launch_fails_over_past_insufficient_capacity(
             f'image_owners = ["self"]\nnvme_mount = "{nvme}"\npoll_s = 0\n'
             "[launch]\nssh_timeout = 30\n",
         )
-        try:
+        with reaped(nvme):
             code, out, err = main_exit(["launch", str(job_file(tmp_path, JOB)), "--yes"])
-        finally:
-            _stop_watchdog(nvme)
     assert code == 0, err
     assert "InsufficientInstanceCapacity" in out + err  # each failed offer is shown
     assert proxy.refused and all(t == "g5.xlarge" for t, _ in proxy.refused)
@@ -173,11 +162,3 @@ def test_launch_fails_over_past_insufficient_capacity(
     assert rec.state == "succeeded"
     used = [i for i in store(cloudgpu_home).instances(rec.id) if i.provider_id]
     assert used and used[-1].instance_type != "g5.xlarge"
-
-
-def _stop_watchdog(nvme: Path) -> None:
-    """The bootstrap's deadline watchdog outlives SSH (setsid); this host is no VM."""
-    pid_file = nvme / ".cloudgpu" / "deadline.pid"
-    if pid_file.exists():
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.killpg(int(pid_file.read_text().strip()), signal.SIGTERM)

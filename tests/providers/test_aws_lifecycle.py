@@ -12,62 +12,38 @@ authorized in the sshd's authorized_keys, as cloud-init does with the launch key
 from __future__ import annotations
 
 import base64
-import contextlib
-import os
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from cloudgpu.paths import default_paths
-from tests.lifecycle.helpers import cli_proc, job_file, main_exit, store
+from tests.lifecycle.helpers import job_file, main_exit, store
 from tests.providers.aws_fixtures.servers import capacity_proxy, moto_server, url_of
 from tests.providers.aws_fixtures.setup import FAKE_ENV, ec2_client
-from tests.remote.sshd import SSHDServer, start_sshd
+from tests.providers.lifecycle_kit import (
+    launch_in_subprocess,
+    launch_job,
+    launch_succeeds,
+    write_config,
+)
+from tests.remote.sshd import SSHDServer
 
 pytestmark = pytest.mark.slow
 
-JOB = """\
-name: aws-life
-resources:
-  gpu: A10G
-  spot: false
-  providers: [aws]
-  regions: [us-east-1]
-run: |
-  echo "ran in $CLOUDGPU_INSTANCE"
-  test -d "$CLOUDGPU_NVME" && echo "nvme ok"
-limits:
-  max_runtime: 5m
-  max_cost: 5
-"""
+JOB = launch_job(
+    "aws-life",
+    "A10G",
+    "aws",
+    resources="  regions: [us-east-1]\n",
+    probe='  test -d "$CLOUDGPU_NVME" && echo "nvme ok"\n',
+)
 
 
 @pytest.fixture(scope="module")
 def moto_url() -> Iterator[str]:
     with moto_server() as url:
         yield url
-
-
-@pytest.fixture
-def sshd(tmp_path: Path) -> Iterator[SSHDServer]:
-    server = start_sshd(tmp_path / "sshd")
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def nvme(tmp_path: Path) -> Iterator[Path]:
-    """The instance's NVMe mount. The bootstrap arms a deadline watchdog there (setsid,
-    to outlive SSH); a real instance is terminated with it, this machine is not."""
-    path = tmp_path / "instance-nvme"
-    yield path
-    pid_file = path / ".cloudgpu" / "deadline.pid"
-    if pid_file.exists():
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.killpg(int(pid_file.read_text().strip()), signal.SIGTERM)
 
 
 @pytest.fixture
@@ -82,21 +58,32 @@ def network(moto_url: str, sshd: SSHDServer) -> Iterator[object]:
 def configured(
     network: object,
     sshd: SSHDServer,
-    nvme: Path,
+    scratch: Path,
     cloudgpu_home: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Path:
-    paths = default_paths({"CLOUDGPU_HOME": str(cloudgpu_home)}).ensure()
-    paths.config_file.write_text(
-        f'[providers.aws]\nregions = ["us-east-1"]\nendpoint_url = "{url_of(network)}"\n'
+    _configure(cloudgpu_home, url_of(network), sshd, scratch, monkeypatch)
+    return job_file(tmp_path, JOB)
+
+
+def _configure(
+    cloudgpu_home: Path,
+    endpoint: str,
+    sshd: SSHDServer,
+    nvme: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Configure the provider as a user would, pointed at ``endpoint`` and the sshd."""
+    write_config(
+        cloudgpu_home,
+        f'[providers.aws]\nregions = ["us-east-1"]\nendpoint_url = "{endpoint}"\n'
         f'ssh_cidr = "127.0.0.1/32"\nssh_port = {sshd.port}\nssh_user = "{sshd.user}"\n'
         f'image_name = "Deep Learning AMI Ubuntu*"\nnvme_mount = "{nvme}"\npoll_s = 0\n'
-        "[launch]\nssh_timeout = 30\n"
+        "[launch]\nssh_timeout = 30\n",
     )
     for k, v in FAKE_ENV.items():
         monkeypatch.setenv(k, v)
-    return job_file(tmp_path, JOB)
 
 
 def _live_instances(moto_url: str) -> list[dict]:
@@ -113,23 +100,19 @@ def _live_instances(moto_url: str) -> list[dict]:
 def test_launch_runs_on_an_ec2_instance_and_terminates_it(
     configured: Path, moto_url: str, cloudgpu_home: Path
 ) -> None:
-    code, out, err = main_exit(["launch", str(configured), "--yes"])
-    assert code == 0, err
+    _, inst, out = launch_succeeds(configured, cloudgpu_home, "aws")
     assert "ran in i-" in out and "nvme ok" in out
-    (job,) = store(cloudgpu_home).jobs()
-    assert job.state == "succeeded" and job.provider == "aws"
-    (inst,) = store(cloudgpu_home).instances(job.id)
-    assert inst.state == "terminated" and inst.instance_type.startswith("g5.")
+    assert inst.instance_type.startswith("g5.")
     raw = ec2_client(moto_url).describe_instances(InstanceIds=[inst.provider_id])
     assert raw["Reservations"][0]["Instances"][0]["State"]["Name"] == "terminated"
     assert _live_instances(moto_url) == []
 
 
 def test_launch_as_subprocess(configured: Path, moto_url: str, cloudgpu_home: Path) -> None:
-    res = cli_proc(["launch", str(configured), "--yes"], cloudgpu_home, env=dict(FAKE_ENV))
-    assert res.returncode == 0, res.stderr
+    res = launch_in_subprocess(
+        configured, cloudgpu_home, FAKE_ENV, FAKE_ENV["AWS_SECRET_ACCESS_KEY"]
+    )
     assert "ran in i-" in res.stdout
-    assert FAKE_ENV["AWS_SECRET_ACCESS_KEY"] not in res.stdout + res.stderr
     assert _live_instances(moto_url) == []
 
 
@@ -170,7 +153,7 @@ SPOT_XML = (
 def test_spot_notice_reprovisions_and_resumes(
     moto_url: str,
     sshd: SSHDServer,
-    nvme: Path,
+    scratch: Path,
     cloudgpu_home: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -198,15 +181,7 @@ def test_spot_notice_reprovisions_and_resumes(
         spot_request_ids=(first, second),
         scripted={"DescribeSpotInstanceRequests": answers},
     ) as proxy:
-        paths = default_paths({"CLOUDGPU_HOME": str(cloudgpu_home)}).ensure()
-        paths.config_file.write_text(
-            f'[providers.aws]\nregions = ["us-east-1"]\nendpoint_url = "{url_of(proxy)}"\n'
-            f'ssh_cidr = "127.0.0.1/32"\nssh_port = {sshd.port}\nssh_user = "{sshd.user}"\n'
-            f'image_name = "Deep Learning AMI Ubuntu*"\nnvme_mount = "{nvme}"\npoll_s = 0\n'
-            "[launch]\nssh_timeout = 30\n"
-        )
-        for k, v in FAKE_ENV.items():
-            monkeypatch.setenv(k, v)
+        _configure(cloudgpu_home, url_of(proxy), sshd, scratch, monkeypatch)
         job = job_file(tmp_path, RESUMABLE.format(ckpt=tmp_path / "ckpt"))
         code, out, err = main_exit(["launch", str(job), "--yes"])
     assert code == 0, err
@@ -247,7 +222,7 @@ def _console(fp: str) -> tuple[int, bytes]:
 def test_host_key_is_checked_against_the_console_fingerprint(
     moto_url: str,
     sshd: SSHDServer,
-    nvme: Path,
+    scratch: Path,
     cloudgpu_home: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -261,15 +236,7 @@ def test_host_key_is_checked_against_the_console_fingerprint(
         authorized_keys=sshd.dir / "authorized_keys",
         scripted={"GetConsoleOutput": [_console(fp)] * 5},
     ) as proxy:
-        paths = default_paths({"CLOUDGPU_HOME": str(cloudgpu_home)}).ensure()
-        paths.config_file.write_text(
-            f'[providers.aws]\nregions = ["us-east-1"]\nendpoint_url = "{url_of(proxy)}"\n'
-            f'ssh_cidr = "127.0.0.1/32"\nssh_port = {sshd.port}\nssh_user = "{sshd.user}"\n'
-            f'image_name = "Deep Learning AMI Ubuntu*"\nnvme_mount = "{nvme}"\npoll_s = 0\n'
-            "[launch]\nssh_timeout = 30\n"
-        )
-        for k, v in FAKE_ENV.items():
-            monkeypatch.setenv(k, v)
+        _configure(cloudgpu_home, url_of(proxy), sshd, scratch, monkeypatch)
         code, out, err = main_exit(["launch", str(job_file(tmp_path, JOB)), "--yes"])
     assert ("GetConsoleOutput", 200) in proxy.refused
     if honest:

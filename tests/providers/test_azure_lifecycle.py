@@ -23,31 +23,20 @@ from cloudgpu.paths import default_paths
 from cloudgpu.provider import TAG_JOB, TAG_OWNER, CreateRequest, ProviderContext
 from tests.fixtures.azure.fake_arm import FakeArm, provider_config
 from tests.fixtures.azure.support import TOKEN, StaticToken, az_login
-from tests.lifecycle.helpers import cli_proc, job_file, main_exit, store, wait_for
+from tests.lifecycle.helpers import job_file, main_exit, store, wait_for
+from tests.providers.lifecycle_kit import (
+    launch_fails_cleanly,
+    launch_in_subprocess,
+    launch_job,
+    launch_succeeds,
+    write_config,
+)
 from tests.providers.test_azure import make_offer
-from tests.remote.sshd import SSHDServer, start_sshd
+from tests.remote.sshd import SSHDServer
 
 pytestmark = pytest.mark.slow
 
-JOB = """\
-name: az-life
-resources:
-  gpu: T4
-  spot: false
-  providers: [azure]
-run: |
-  echo "ran in $CLOUDGPU_INSTANCE"
-limits:
-  max_runtime: 5m
-  max_cost: 5
-"""
-
-
-@pytest.fixture
-def sshd(tmp_path: Path) -> Iterator[SSHDServer]:
-    server = start_sshd(tmp_path / "sshd")
-    yield server
-    server.stop()
+JOB = launch_job("az-life", "T4", "azure", probe="")
 
 
 @pytest.fixture
@@ -66,11 +55,11 @@ def configured(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> tuple[Path, dict[str, str]]:
-    paths = default_paths({"CLOUDGPU_HOME": str(cloudgpu_home)}).ensure()
-    paths.config_file.write_text(
+    write_config(
+        cloudgpu_home,
         f'[providers.azure]\narm_endpoint = "{arm.base_url}"\nca_bundle = "{arm.ca_bundle}"\n'
         f'polling_interval = 0\nssh_cidr = "127.0.0.1/32"\nssh_port = {sshd.port}\n'
-        f'admin_user = "{sshd.user}"\n[launch]\nssh_timeout = 30\n'
+        f'admin_user = "{sshd.user}"\n[launch]\nssh_timeout = 30\n',
     )
     env = az_login(tmp_path, arm.subscription)
     for k, v in env.items():
@@ -82,13 +71,8 @@ def test_launch_runs_on_an_azure_vm_and_deletes_its_group(
     configured: tuple[Path, dict[str, str]], arm: FakeArm, cloudgpu_home: Path
 ) -> None:
     job, _ = configured
-    code, out, err = main_exit(["launch", str(job), "--yes"])
-    assert code == 0, err
-    assert "ran in" in out
-    (rec,) = store(cloudgpu_home).jobs()
-    assert rec.state == "succeeded" and rec.provider == "azure"
-    (inst,) = store(cloudgpu_home).instances(rec.id)
-    assert inst.state == "terminated" and inst.instance_type.startswith("Standard_NC")
+    _, inst, _ = launch_succeeds(job, cloudgpu_home, "azure")
+    assert inst.instance_type.startswith("Standard_NC")
     vm_puts = [
         b for m, p, b in arm.state.requests if m == "PUT" and "/virtualmachines/" in p.lower()
     ]
@@ -104,10 +88,7 @@ def test_launch_as_subprocess(
     configured: tuple[Path, dict[str, str]], arm: FakeArm, cloudgpu_home: Path
 ) -> None:
     job, env = configured
-    res = cli_proc(["launch", str(job), "--yes"], cloudgpu_home, env=env)
-    assert res.returncode == 0, res.stderr
-    assert "ran in" in res.stdout
-    assert TOKEN not in res.stdout + res.stderr
+    launch_in_subprocess(job, cloudgpu_home, env, TOKEN)
     assert arm.state.groups == {}
 
 
@@ -122,8 +103,7 @@ def test_no_capacity_fails_cleanly_and_leaves_nothing(
         "Standard_NC64as_T4_v3",
     ):
         arm.state.vm_failures[size] = ("sync", "error_sku_not_available.json")
-    code, _, err = main_exit(["launch", str(job), "--yes"])
-    assert code != 0 and "Traceback" not in err
+    err = launch_fails_cleanly(job)
     assert "SkuNotAvailable" in err or "capacity" in err.lower()
     assert arm.state.groups == {}
 

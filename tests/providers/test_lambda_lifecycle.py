@@ -10,10 +10,7 @@ cloud-init does.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import os
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,34 +29,22 @@ from cloudgpu.provider import (
     InstanceState,
     ProviderContext,
 )
-from tests.lifecycle.helpers import cli_proc, job_file, main_exit, store
-from tests.remote.sshd import SSHDServer, start_sshd
+from tests.lifecycle.helpers import cli_proc, job_file
+from tests.providers.lifecycle_kit import (
+    launch_fails_cleanly,
+    launch_in_subprocess,
+    launch_job,
+    launch_succeeds,
+    write_config,
+)
+from tests.remote.sshd import SSHDServer
 
 # `lambda` is a keyword, so the fixture folder can't appear in an import statement.
 FakeLambda = importlib.import_module("tests.fixtures.lambda.server").FakeLambda
 
 pytestmark = pytest.mark.slow
 
-JOB = """\
-name: lambda-life
-resources:
-  gpu: A10
-  spot: false
-  providers: [lambda]
-run: |
-  echo "ran in $CLOUDGPU_INSTANCE"
-  test -d "$CLOUDGPU_NVME" && echo "scratch ok"
-limits:
-  max_runtime: 5m
-  max_cost: 5
-"""
-
-
-@pytest.fixture
-def sshd(tmp_path: Path) -> Iterator[SSHDServer]:
-    server = start_sshd(tmp_path / "sshd")
-    yield server
-    server.stop()
+JOB = launch_job("lambda-life", "A10", "lambda")
 
 
 @pytest.fixture
@@ -72,18 +57,6 @@ def fake(sshd: SSHDServer) -> Iterator[Any]:
 
 
 @pytest.fixture
-def scratch(tmp_path: Path) -> Iterator[Path]:
-    """The VM's scratch dir. The bootstrap arms a deadline watchdog there (setsid, to
-    outlive SSH); a real VM is thrown away with it, this machine is not, so stop it."""
-    path = tmp_path / "vm-scratch"
-    yield path
-    pid_file = path / ".cloudgpu" / "deadline.pid"
-    if pid_file.exists():
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.killpg(int(pid_file.read_text().strip()), signal.SIGTERM)
-
-
-@pytest.fixture
 def configured(
     fake: Any,
     sshd: SSHDServer,
@@ -92,11 +65,11 @@ def configured(
     scratch: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> Path:
-    paths = default_paths({"CLOUDGPU_HOME": str(cloudgpu_home)}).ensure()
-    paths.config_file.write_text(
+    write_config(
+        cloudgpu_home,
         f'[providers.lambda]\napi_url = "{fake.base_url}"\n'
         f'ssh_user = "{sshd.user}"\nssh_port = {sshd.port}\nscratch_dir = "{scratch}"\n'
-        "poll_s = 0\n[launch]\nssh_timeout = 30\n"
+        "poll_s = 0\n[launch]\nssh_timeout = 30\n",
     )
     monkeypatch.setenv("LAMBDA_API_KEY", fake.api_key)
     return job_file(tmp_path, JOB)
@@ -105,13 +78,8 @@ def configured(
 def test_launch_runs_on_a_lambda_vm_and_terminates_it(
     configured: Path, fake: Any, cloudgpu_home: Path
 ) -> None:
-    code, out, err = main_exit(["launch", str(configured), "--yes"])
-    assert code == 0, err
-    assert "ran in" in out and "scratch ok" in out
-    (job,) = store(cloudgpu_home).jobs()
-    assert job.state == "succeeded" and job.provider == "lambda"
-    (inst,) = store(cloudgpu_home).instances(job.id)
-    assert inst.state == "terminated"
+    job, _, out = launch_succeeds(configured, cloudgpu_home, "lambda")
+    assert "scratch ok" in out
     launches = [r for r in fake.requests if r["path"] == "/instance-operations/launch"]
     assert len(launches) == 1
     assert launches[0]["body"]["instance_type_name"] == "gpu_1x_a10"
@@ -120,20 +88,14 @@ def test_launch_runs_on_a_lambda_vm_and_terminates_it(
 
 
 def test_launch_as_subprocess(configured: Path, fake: Any, cloudgpu_home: Path) -> None:
-    res = cli_proc(
-        ["launch", str(configured), "--yes"], cloudgpu_home, env={"LAMBDA_API_KEY": fake.api_key}
-    )
-    assert res.returncode == 0, res.stderr
-    assert "ran in" in res.stdout
-    assert fake.api_key not in res.stdout + res.stderr
+    env = {"LAMBDA_API_KEY": fake.api_key}
+    launch_in_subprocess(configured, cloudgpu_home, env, fake.api_key)
     assert fake.instances == {}
 
 
 def test_no_capacity_anywhere_fails_cleanly(configured: Path, fake: Any) -> None:
     fake.capacity = False
-    code, _, err = main_exit(["launch", str(configured), "--yes"])
-    assert code != 0
-    assert "Traceback" not in err
+    launch_fails_cleanly(configured)
     assert fake.instances == {}
 
 

@@ -1,0 +1,88 @@
+"""Shared pieces of the provider lifecycle tests: `cloudgpu launch` end to end against a
+provider's loopback fake, with a real loopback sshd standing in for the machine.
+
+The job file, the config write, the reaping of the bootstrap's deadline watchdog (which
+outlives SSH by design: a real machine is thrown away with it, this one is not) and the
+checks every provider's happy path shares. The ``sshd`` and ``scratch`` fixtures built on
+these live in tests/providers/conftest.py. Nothing here knows any one provider.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from cloudgpu.paths import default_paths
+from tests.lifecycle.helpers import cli_proc, main_exit, store
+
+# The run lines a lifecycle job ends with: where it ran, and that its scratch dir is there.
+SCRATCH_PROBE = '  test -d "$CLOUDGPU_NVME" && echo "scratch ok"\n'
+
+
+def launch_job(
+    name: str, gpu: str, provider: str, *, resources: str = "", probe: str = SCRATCH_PROBE
+) -> str:
+    """A small on-demand job for ``provider``; ``resources`` adds lines to that block."""
+    return (
+        f"name: {name}\nresources:\n  gpu: {gpu}\n  spot: false\n  providers: [{provider}]\n"
+        f'{resources}run: |\n  echo "ran in $CLOUDGPU_INSTANCE"\n{probe}'
+        "limits:\n  max_runtime: 5m\n  max_cost: 5\n"
+    )
+
+
+def write_config(cloudgpu_home: Path, text: str) -> None:
+    """Write config.toml as a user would, under the test's CLOUDGPU_HOME."""
+    default_paths({"CLOUDGPU_HOME": str(cloudgpu_home)}).ensure().config_file.write_text(text)
+
+
+def stop_watchdog(scratch: Path) -> None:
+    """Stop the deadline watchdog the bootstrap armed in ``scratch`` (setsid, own group)."""
+    pid_file = scratch / ".cloudgpu" / "deadline.pid"
+    if pid_file.exists():
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.killpg(int(pid_file.read_text().strip()), signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def reaped(scratch: Path) -> Iterator[Path]:
+    """``scratch`` for the block; its deadline watchdog is stopped afterwards."""
+    try:
+        yield scratch
+    finally:
+        stop_watchdog(scratch)
+
+
+def launch_succeeds(job: Path, cloudgpu_home: Path, provider: str) -> tuple[Any, Any, str]:
+    """Launch in-process and check the shared happy path; (job record, instance, stdout)."""
+    code, out, err = main_exit(["launch", str(job), "--yes"])
+    assert code == 0, err
+    assert "ran in" in out
+    (rec,) = store(cloudgpu_home).jobs()
+    assert rec.state == "succeeded" and rec.provider == provider
+    (inst,) = store(cloudgpu_home).instances(rec.id)
+    assert inst.state == "terminated"
+    return rec, inst, out
+
+
+def launch_in_subprocess(
+    job: Path, cloudgpu_home: Path, env: Mapping[str, str], secret: str
+) -> subprocess.CompletedProcess[str]:
+    """`cloudgpu launch` as a real process: it succeeds and ``secret`` is never printed."""
+    res = cli_proc(["launch", str(job), "--yes"], cloudgpu_home, env=dict(env))
+    assert res.returncode == 0, res.stderr
+    assert "ran in" in res.stdout
+    assert secret not in res.stdout + res.stderr
+    return res
+
+
+def launch_fails_cleanly(job: Path) -> str:
+    """Launch in-process; it must fail with a message, not a traceback. Returns stderr."""
+    code, _, err = main_exit(["launch", str(job), "--yes"])
+    assert code != 0
+    assert "Traceback" not in err
+    return err
