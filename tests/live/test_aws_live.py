@@ -10,39 +10,27 @@ machine's /32. Zones are tried in order past capacity errors, as the lifecycle d
 
 from __future__ import annotations
 
-import os
-import time
-
-import pytest
 from cloudgpu_providers.aws import AWSProvider
 from cloudgpu_providers.aws.credentials import find_credentials
 
 from cloudgpu.errors import CapacityError
 from cloudgpu.paths import Paths
-from cloudgpu.provider import (
-    TAG_EXPIRES,
-    TAG_JOB,
-    TAG_OWNER,
-    CreateRequest,
-    Instance,
-    InstanceState,
-    ProviderContext,
+from cloudgpu.provider import Instance, ProviderContext
+from tests.live.live_kit import (
+    ENV,
+    job_name,
+    live_marks,
+    live_request,
+    running_and_listed,
+    torn_down,
 )
 
-# Read before tests/conftest.py strips cloud credentials from each test's environment.
-ENV = dict(os.environ)
 REGION = ENV.get("CLOUDGPU_AWS_REGION", "us-east-1")
 SMALLEST = "g4dn.xlarge"
 
-pytestmark = [
-    pytest.mark.live,
-    pytest.mark.slow,
-    pytest.mark.timeout(1800),
-    pytest.mark.skipif(
-        ENV.get("CLOUDGPU_LIVE") != "1" or find_credentials(ENV).source is None,
-        reason="live AWS test: needs AWS credentials and CLOUDGPU_LIVE=1",
-    ),
-]
+pytestmark = live_marks(
+    "live AWS test: needs AWS credentials", lambda: find_credentials(ENV).source is not None
+)
 
 
 def _provider(paths: Paths) -> AWSProvider:
@@ -59,20 +47,11 @@ def _create_somewhere(provider: AWSProvider, job: str) -> Instance:
         key=lambda o: o.zone,
     )
     assert offers, f"no {SMALLEST} on-demand offer in {REGION}"
-    tags = {
-        TAG_JOB: job,
-        TAG_OWNER: "cloudgpu-live-test",
-        TAG_EXPIRES: str(int(time.time()) + 3600),
-    }
     last: CapacityError | None = None
     for offer in offers:
-        req = CreateRequest(
-            offer=offer,
-            name=job,
-            tags=tags,
-            disk_gb=100,
-            idempotency_token=f"{job}-{offer.zone}",
-            deadline=time.time() + 1800,
+        # A token per zone: a retry in one zone must not find the attempt in another.
+        req = live_request(
+            offer, job, expires_in_s=3600, disk_gb=100, idempotency_token=f"{job}-{offer.zone}"
         )
         try:
             return provider.create(req)
@@ -84,19 +63,8 @@ def _create_somewhere(provider: AWSProvider, job: str) -> Instance:
 def test_smallest_gpu_instance_is_created_and_torn_down(paths: Paths) -> None:
     provider = _provider(paths)
     assert provider.check().enabled
-    job = f"live-{int(time.time())}"
+    job = job_name()
     inst = _create_somewhere(provider, job)
-    try:
-        deadline = time.monotonic() + 600
-        state = provider.describe(inst.id)
-        while state.state == InstanceState.PENDING and time.monotonic() < deadline:
-            time.sleep(5)
-            state = provider.describe(inst.id)
-        assert state.state == InstanceState.RUNNING
-        assert state.ssh is not None and state.ssh.host
-        assert [i.id for i in provider.list_instances({TAG_JOB: job})] == [inst.id]
-    finally:
-        provider.terminate(inst.id)
-    assert provider.describe(inst.id).state.is_gone
-    assert provider.list_instances({TAG_JOB: job}) == []
+    with torn_down(provider, inst, job):
+        running_and_listed(provider, inst, job, timeout_s=600, poll_s=5, what="instance")
     provider.terminate(inst.id)  # idempotent

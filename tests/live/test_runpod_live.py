@@ -1,41 +1,28 @@
 """Live RunPod test: refreshes prices, deploys the cheapest GPU pod, sees it run, removes it.
 
-Runs only with a real RUNPOD_API_KEY AND ``CLOUDGPU_LIVE=1``, so a developer's key never
-spends money by accident; skipped everywhere else, CI included. Costs one single-GPU
-Community Cloud pod for a few minutes (a few cents).
+Runs only with a real RUNPOD_API_KEY AND ``CLOUDGPU_LIVE=1`` (tests/live/live_kit.py);
+skipped everywhere else, CI included. Costs one single-GPU Community Cloud pod for a few
+minutes (a few cents).
 """
 
 from __future__ import annotations
 
-import os
-import time
-
-import pytest
 from cloudgpu_providers.runpod import RunPodProvider
 
-from cloudgpu.errors import CapacityError
 from cloudgpu.paths import Paths
-from cloudgpu.provider import (
-    TAG_EXPIRES,
-    TAG_JOB,
-    TAG_OWNER,
-    CreateRequest,
-    InstanceState,
-    ProviderContext,
+from cloudgpu.provider import ProviderContext
+from tests.live.live_kit import (
+    ENV,
+    first_created,
+    job_name,
+    live_marks,
+    running_and_listed,
+    torn_down,
 )
 
-# Read before tests/conftest.py strips cloud credentials from each test's environment.
-ENV = dict(os.environ)
-
-pytestmark = [
-    pytest.mark.live,
-    pytest.mark.slow,
-    pytest.mark.timeout(1800),
-    pytest.mark.skipif(
-        ENV.get("CLOUDGPU_LIVE") != "1" or not ENV.get("RUNPOD_API_KEY"),
-        reason="live RunPod test: needs RUNPOD_API_KEY and CLOUDGPU_LIVE=1",
-    ),
-]
+pytestmark = live_marks(
+    "live RunPod test: needs RUNPOD_API_KEY", lambda: bool(ENV.get("RUNPOD_API_KEY"))
+)
 
 
 def test_cheapest_gpu_pod_is_created_and_torn_down(paths: Paths) -> None:
@@ -46,36 +33,9 @@ def test_cheapest_gpu_pod_is_created_and_torn_down(paths: Paths) -> None:
         key=lambda o: o.price_per_hour,
     )
     assert offers, "RunPod listed no single-GPU offer"
-    job = f"live-{int(time.time())}"
-    inst = None
-    for offer in offers[:10]:  # the cheapest cards are often out of stock
-        req = CreateRequest(
-            offer=offer,
-            name=job,
-            disk_gb=20,
-            deadline=time.time() + 1800,
-            idempotency_token=os.urandom(16).hex(),
-            tags={
-                TAG_JOB: job,
-                TAG_OWNER: "cloudgpu-live-test",
-                TAG_EXPIRES: str(int(time.time()) + 1800),
-            },
-        )
-        try:
-            inst = provider.create(req)
-            break
-        except CapacityError:
-            continue
+    job = job_name()
+    # The cheapest cards are often out of stock.
+    inst = first_created(provider, offers[:10], job, disk_gb=20)
     assert inst is not None, "no stock for any of the ten cheapest single-GPU offers"
-    try:
-        deadline = time.monotonic() + 900
-        while provider.describe(inst.id).state == InstanceState.PENDING:
-            assert time.monotonic() < deadline, "pod did not start within 15 minutes"
-            time.sleep(5)
-        running = provider.describe(inst.id)
-        assert running.state == InstanceState.RUNNING and running.ssh is not None
-        assert [i.id for i in provider.list_instances({TAG_JOB: job})] == [inst.id]
-    finally:
-        provider.terminate(inst.id)
-    assert provider.describe(inst.id).state.is_gone
-    assert provider.list_instances({TAG_JOB: job}) == []
+    with torn_down(provider, inst, job):
+        running_and_listed(provider, inst, job, timeout_s=900, poll_s=5, what="pod")
