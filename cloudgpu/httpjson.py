@@ -16,7 +16,7 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Set
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from cloudgpu.errors import ProviderError, TransientError
 
@@ -28,6 +28,14 @@ SAFE_METHODS: frozenset[str] = frozenset({"GET", "DELETE"})
 T = TypeVar("T")
 MapStatus = Callable[[int, bytes], ProviderError]
 MapUnreachable = Callable[[OSError], ProviderError]
+
+
+class RetryOptions(TypedDict, total=False):
+    """The retry knobs a provider's config may set (its ``attempts``/``backoff_s`` keys)."""
+
+    attempts: int
+    backoff_s: float
+    timeout_s: float
 
 
 class RetryableError(Exception):
@@ -44,7 +52,10 @@ class RetryableError(Exception):
 
 
 class JsonHttpClient:
-    """Sends JSON requests to one base URL; see the module docstring for the policy."""
+    """Sends JSON requests to one base URL; see the module docstring for the policy.
+
+    A provider's client subclasses it with its own ``map_status`` and answer parsing.
+    """
 
     def __init__(
         self,
@@ -78,7 +89,7 @@ class JsonHttpClient:
         self.timeout_s = timeout_s
 
     def __repr__(self) -> str:  # never show the token
-        return f"JsonHttpClient({self.base_url!r})"
+        return f"{type(self).__name__}({self.base_url!r})"
 
     def request(
         self,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cloudgpu.errors import ProviderError
+from cloudgpu.httpjson import RetryOptions
 from cloudgpu.provider import Availability, ProviderContext
 
 # A key file: its path under $HOME and how to read the key out of it ("" when none).
@@ -78,7 +79,7 @@ def api_base(ctx: ProviderContext, config_key: str, env_var: str, default: str) 
     return str(ctx.config.get(config_key) or ctx.env.get(env_var) or default)
 
 
-def retry_options(config: Mapping[str, Any]) -> dict[str, Any]:
+def retry_options(config: Mapping[str, Any]) -> RetryOptions:
     """The ``attempts`` / ``backoff_s`` config keys as client keyword arguments."""
     return {
         "attempts": int(config.get("attempts", 5)),

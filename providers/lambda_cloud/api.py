@@ -11,7 +11,7 @@ the key, or a response that might echo it, into an exception message.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Unpack
 
 from cloudgpu.errors import (
     AuthError,
@@ -21,14 +21,14 @@ from cloudgpu.errors import (
     QuotaError,
     TransientError,
 )
-from cloudgpu.httpjson import RETRY_STATUSES, JsonHttpClient, error_json, parse_json
+from cloudgpu.httpjson import RETRY_STATUSES, JsonHttpClient, RetryOptions, error_json, parse_json
 
 DEFAULT_BASE_URL = "https://cloud.lambda.ai/api/v1"
 PROVIDER = "lambda"
 KEY_HINT = "check LAMBDA_API_KEY (Lambda Cloud console > API keys)"
 
 
-class LambdaClient:
+class LambdaClient(JsonHttpClient):
     """Sends JSON requests; retries throttling with backoff through the injected ``sleep``."""
 
     def __init__(
@@ -36,29 +36,15 @@ class LambdaClient:
         base_url: str,
         api_key: str,
         sleep: Callable[[float], None],
-        *,
-        attempts: int = 5,
-        backoff_s: float = 1.0,
-        timeout_s: float = 30.0,
+        **retry: Unpack[RetryOptions],
     ) -> None:
-        self._http = JsonHttpClient(
-            base_url,
-            sleep,
-            map_status=map_error,
-            token=api_key,
-            provider=PROVIDER,
-            attempts=attempts,
-            backoff_s=backoff_s,
-            timeout_s=timeout_s,
+        super().__init__(
+            base_url, sleep, map_status=map_error, token=api_key, provider=PROVIDER, **retry
         )
-        self.base_url = self._http.base_url
-
-    def __repr__(self) -> str:  # never show the key
-        return f"LambdaClient({self.base_url!r})"
 
     def call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
         """Send one request; return the answer's ``data`` or raise a mapped ProviderError."""
-        return self._http.request(method, path, _data, body)
+        return self.request(method, path, _data, body)
 
 
 def _data(raw: bytes) -> Any:

@@ -11,7 +11,7 @@ not put the key, or a response that might echo it, into an exception message.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Unpack
 
 from cloudgpu.errors import (
     AuthError,
@@ -20,7 +20,7 @@ from cloudgpu.errors import (
     ProviderError,
     TransientError,
 )
-from cloudgpu.httpjson import JsonHttpClient, RetryableError, error_json, parse_json
+from cloudgpu.httpjson import JsonHttpClient, RetryableError, RetryOptions, error_json, parse_json
 
 DEFAULT_BASE_URL = "https://api.runpod.io"
 PROVIDER = "runpod"
@@ -36,7 +36,7 @@ CAPACITY_PHRASES = (
 )
 
 
-class GraphQLClient:
+class GraphQLClient(JsonHttpClient):
     """POSTs queries; retries throttling with backoff through the injected ``sleep``."""
 
     def __init__(
@@ -44,12 +44,9 @@ class GraphQLClient:
         base_url: str,
         api_key: str,
         sleep: Callable[[float], None],
-        *,
-        attempts: int = 5,
-        backoff_s: float = 1.0,
-        timeout_s: float = 30.0,
+        **retry: Unpack[RetryOptions],
     ) -> None:
-        self._http = JsonHttpClient(
+        super().__init__(
             base_url.rstrip("/") + "/graphql",
             sleep,
             map_status=_http_error,
@@ -59,19 +56,14 @@ class GraphQLClient:
             # Every GraphQL call is a POST, reads included, so a broken connection is
             # retried for all of them (a repeated create is found again by its tag token).
             retry_unreachable=frozenset({"POST"}),
-            attempts=attempts,
-            backoff_s=backoff_s,
-            timeout_s=timeout_s,
+            **retry,
         )
-        self.url = self._http.base_url
-
-    def __repr__(self) -> str:  # never show the key
-        return f"GraphQLClient({self.url!r})"
+        self.url = self.base_url
 
     def query(self, query: str, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Run ``query``; return its ``data`` object or raise a mapped ProviderError."""
         body = {"query": query, "variables": dict(variables or {})}
-        return self._http.request("POST", "", _data, body)
+        return self.request("POST", "", _data, body)
 
 
 def _data(raw: bytes) -> dict[str, Any]:

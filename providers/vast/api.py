@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import urllib.parse
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Unpack
 
 from cloudgpu.errors import (
     AuthError,
@@ -23,7 +23,7 @@ from cloudgpu.errors import (
     QuotaError,
     TransientError,
 )
-from cloudgpu.httpjson import RETRY_STATUSES, JsonHttpClient, error_json, parse_json
+from cloudgpu.httpjson import RETRY_STATUSES, JsonHttpClient, RetryOptions, error_json, parse_json
 
 DEFAULT_BASE_URL = "https://console.vast.ai/api/v0"
 PROVIDER = "vast"
@@ -34,7 +34,7 @@ CAPACITY_CODES = frozenset({"no_such_ask", "ask_not_available", "offer_unavailab
 QUOTA_CODES = frozenset({"insufficient_credit", "insufficient_funds", "max_instances"})
 
 
-class VastClient:
+class VastClient(JsonHttpClient):
     """Sends JSON requests; retries throttling with backoff through the injected ``sleep``."""
 
     def __init__(
@@ -42,25 +42,11 @@ class VastClient:
         base_url: str,
         api_key: str,
         sleep: Callable[[float], None],
-        *,
-        attempts: int = 5,
-        backoff_s: float = 1.0,
-        timeout_s: float = 30.0,
+        **retry: Unpack[RetryOptions],
     ) -> None:
-        self._http = JsonHttpClient(
-            base_url,
-            sleep,
-            map_status=map_error,
-            token=api_key,
-            provider=PROVIDER,
-            attempts=attempts,
-            backoff_s=backoff_s,
-            timeout_s=timeout_s,
+        super().__init__(
+            base_url, sleep, map_status=map_error, token=api_key, provider=PROVIDER, **retry
         )
-        self.base_url = self._http.base_url
-
-    def __repr__(self) -> str:  # never show the key
-        return f"VastClient({self.base_url!r})"
 
     def call(
         self,
@@ -74,7 +60,7 @@ class VastClient:
             path += "?" + urllib.parse.urlencode(
                 {k: v if isinstance(v, str) else json.dumps(v) for k, v in query.items()}
             )
-        return self._http.request(method, path, _object, body)
+        return self.request(method, path, _object, body)
 
 
 def _object(raw: bytes) -> dict[str, Any]:
