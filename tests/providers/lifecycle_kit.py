@@ -15,10 +15,13 @@ import signal
 import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from cloudgpu.paths import default_paths
 from tests.lifecycle.helpers import cli_proc, main_exit, store
+from tests.remote.sshd import SSHDServer
+
+FakeT = TypeVar("FakeT")
 
 # The run lines a lifecycle job ends with: where it ran, and that its scratch dir is there.
 SCRATCH_PROBE = '  test -d "$CLOUDGPU_NVME" && echo "scratch ok"\n'
@@ -38,6 +41,33 @@ def launch_job(
 def write_config(cloudgpu_home: Path, text: str) -> None:
     """Write config.toml as a user would, under the test's CLOUDGPU_HOME."""
     default_paths({"CLOUDGPU_HOME": str(cloudgpu_home)}).ensure().config_file.write_text(text)
+
+
+def api_provider_config(
+    section: str, url_key: str, url: str, sshd: SSHDServer, scratch: Path, extra: str = ""
+) -> str:
+    """config.toml for an API-key provider whose machines are the loopback ``sshd``."""
+    return (
+        f'[providers.{section}]\n{url_key} = "{url}"\n'
+        f'ssh_user = "{sshd.user}"\nscratch_dir = "{scratch}"\npoll_s = 0\n{extra}'
+        "[launch]\nssh_timeout = 30\n"
+    )
+
+
+@contextlib.contextmanager
+def machines_on(fake: FakeT, sshd: SSHDServer, *, report_port: bool = True) -> Iterator[FakeT]:
+    """Run ``fake`` (a loopback API fake) with its machines standing on ``sshd``: it reports
+    the sshd's address (and port, unless the provider is configured with it) and
+    authorizes launch keys in the sshd's authorized_keys, as the cloud's boot does."""
+    fake.ssh_host = "127.0.0.1"
+    if report_port:
+        fake.ssh_port = sshd.port
+    fake.authorized_keys = sshd.dir / "authorized_keys"
+    fake.start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
 
 
 def stop_watchdog(scratch: Path) -> None:

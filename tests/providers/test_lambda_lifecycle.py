@@ -31,10 +31,12 @@ from cloudgpu.provider import (
 )
 from tests.lifecycle.helpers import cli_proc, job_file
 from tests.providers.lifecycle_kit import (
+    api_provider_config,
     launch_fails_cleanly,
     launch_in_subprocess,
     launch_job,
     launch_succeeds,
+    machines_on,
     write_config,
 )
 from tests.remote.sshd import SSHDServer
@@ -49,11 +51,8 @@ JOB = launch_job("lambda-life", "A10", "lambda")
 
 @pytest.fixture
 def fake(sshd: SSHDServer) -> Iterator[Any]:
-    server = FakeLambda().start()
-    server.ssh_host = "127.0.0.1"
-    server.authorized_keys = sshd.dir / "authorized_keys"
-    yield server
-    server.stop()
+    with machines_on(FakeLambda(), sshd, report_port=False) as server:
+        yield server
 
 
 @pytest.fixture
@@ -67,9 +66,9 @@ def configured(
 ) -> Path:
     write_config(
         cloudgpu_home,
-        f'[providers.lambda]\napi_url = "{fake.base_url}"\n'
-        f'ssh_user = "{sshd.user}"\nssh_port = {sshd.port}\nscratch_dir = "{scratch}"\n'
-        "poll_s = 0\n[launch]\nssh_timeout = 30\n",
+        api_provider_config(
+            "lambda", "api_url", fake.base_url, sshd, scratch, extra=f"ssh_port = {sshd.port}\n"
+        ),
     )
     monkeypatch.setenv("LAMBDA_API_KEY", fake.api_key)
     return job_file(tmp_path, JOB)

@@ -17,10 +17,12 @@ import pytest
 from tests.fixtures.runpod.server import FakeRunPod
 from tests.lifecycle.helpers import job_file
 from tests.providers.lifecycle_kit import (
+    api_provider_config,
     launch_fails_cleanly,
     launch_in_subprocess,
     launch_job,
     launch_succeeds,
+    machines_on,
     write_config,
 )
 from tests.remote.sshd import SSHDServer
@@ -32,11 +34,8 @@ JOB = launch_job("rp-life", "RTX4090", "runpod")
 
 @pytest.fixture
 def fake(sshd: SSHDServer) -> Iterator[FakeRunPod]:
-    server = FakeRunPod().start()
-    server.ssh_host, server.ssh_port = "127.0.0.1", sshd.port
-    server.authorized_keys = sshd.dir / "authorized_keys"
-    yield server
-    server.stop()
+    with machines_on(FakeRunPod(), sshd) as server:
+        yield server
 
 
 @pytest.fixture
@@ -50,9 +49,7 @@ def configured(
 ) -> Path:
     write_config(
         cloudgpu_home,
-        f'[providers.runpod]\napi_base_url = "{fake.base_url}"\n'
-        f'ssh_user = "{sshd.user}"\nscratch_dir = "{scratch}"\npoll_s = 0\n'
-        "[launch]\nssh_timeout = 30\n",
+        api_provider_config("runpod", "api_base_url", fake.base_url, sshd, scratch),
     )
     monkeypatch.setenv("RUNPOD_API_KEY", fake.api_key)
     return job_file(tmp_path, JOB)
