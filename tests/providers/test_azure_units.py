@@ -4,8 +4,7 @@ auto-shutdown time, image references, the caller address lookup."""
 from __future__ import annotations
 
 import calendar
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from cloudgpu_providers.azure.arm import classify
@@ -23,6 +22,7 @@ from cloudgpu.errors import (
     TransientError,
 )
 from cloudgpu.provider import InstanceState
+from tests.fixtures.http_fake import serve
 
 
 @pytest.mark.parametrize(
@@ -119,16 +119,10 @@ class _AddressHandler(BaseHTTPRequestHandler):
 )
 def test_caller_cidr_from_the_lookup_url(answer: bytes, cidr: str | None) -> None:
     handler = type("H", (_AddressHandler,), {"answer": answer})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
-    try:
+    with serve(handler) as server:
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
         if cidr is None:
             with pytest.raises(ConfigError, match="ssh_cidr"):
                 caller_cidr(url)
         else:
             assert caller_cidr(url) == cidr
-    finally:
-        server.shutdown()
-        server.server_close()

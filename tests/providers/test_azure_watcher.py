@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import ClassVar
 
@@ -15,6 +14,7 @@ import cloudgpu.templates as templates_pkg
 import pytest
 
 from tests.fixtures.azure.support import fixture
+from tests.fixtures.http_fake import serve
 
 WATCHER = Path(templates_pkg.__file__).parent / "watchers" / "azure.sh"
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
@@ -44,12 +44,8 @@ class _Imds(BaseHTTPRequestHandler):
 @pytest.fixture
 def imds() -> Iterator[tuple[str, type[_Imds]]]:
     handler = type("Imds", (_Imds,), {"pages": [], "seen": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", handler
-    server.shutdown()
-    server.server_close()
+    with serve(handler) as server:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler
 
 
 def run_watcher(endpoint: str, notice: Path, polls: int) -> subprocess.CompletedProcess[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -13,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.fixtures.http_fake import ServerThread
 
 # https://cloud.google.com/compute/docs/metadata/querying-metadata: values are plain text;
 # a request without "Metadata-Flavor: Google" is refused with 403.
@@ -22,7 +23,7 @@ METADATA = {
 }
 
 
-class Metadata:
+class Metadata(ServerThread):
     def __init__(self) -> None:
         self.values = dict(METADATA)
         self.flavors: list[str | None] = []
@@ -45,10 +46,7 @@ class Metadata:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
+        super().__init__(ThreadingHTTPServer(("127.0.0.1", 0), Handler))
 
     @property
     def host(self) -> str:
@@ -57,10 +55,8 @@ class Metadata:
 
 @pytest.fixture
 def metadata() -> Iterator[Metadata]:
-    m = Metadata()
-    yield m
-    m.server.shutdown()
-    m.server.server_close()
+    with Metadata() as m:
+        yield m
 
 
 def run_watcher(metadata: Metadata, tmp_path: Path, polls: int) -> tuple[int, Path]:

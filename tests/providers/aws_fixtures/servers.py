@@ -18,15 +18,16 @@ import base64
 import json
 import re
 import socket
-import threading
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.client import HTTPConnection
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
+
+from tests.fixtures.http_fake import serve
 
 HERE = Path(__file__).resolve().parent
 
@@ -75,27 +76,7 @@ def moto_server() -> Iterator[str]:
         server.stop()
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-
-@contextmanager
-def serve(handler: type[BaseHTTPRequestHandler], **attrs: Any) -> Iterator[_Server]:
-    """Run ``handler`` on a free loopback port in a thread; attrs land on the server."""
-    server = _Server(("127.0.0.1", 0), handler)
-    for k, v in attrs.items():
-        setattr(server, k, v)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-
-def url_of(server: _Server) -> str:
+def url_of(server: HTTPServer) -> str:
     return f"http://127.0.0.1:{server.server_address[1]}"
 
 
@@ -211,7 +192,7 @@ def capacity_proxy(
     public_ip: str = "",
     authorized_keys: Path | None = None,
     spot_request_ids: tuple[str, ...] = (),
-) -> Iterator[_Server]:
+) -> Iterator[ThreadingHTTPServer]:
     """``scripted``: per EC2 Action, (status, body) answered first, in order;
     ``lose``: Actions forwarded to moto whose answer is replaced by a 503;
     ``public_ip``: the address instances report (e.g. a loopback sshd's);
@@ -288,7 +269,7 @@ def pricing_replay(
     products: list[dict[str, Any]],
     page_size: int = 3,
     faults: list[tuple[int, str | None]] | None = None,
-) -> Iterator[_Server]:
+) -> Iterator[ThreadingHTTPServer]:
     """``faults``: (status, __type or None for an empty body) answered first, in order."""
     messages = {
         "ThrottlingException": "Rate exceeded",
@@ -340,7 +321,7 @@ class ImdsHandler(_Quiet):
 @contextmanager
 def imds_server(
     action: dict[str, str] | None, notice_after: int = 0, expire_after: int = 0
-) -> Iterator[_Server]:
+) -> Iterator[ThreadingHTTPServer]:
     with serve(
         ImdsHandler,
         token="AQAEAFakeTokenForTests==",
