@@ -28,6 +28,7 @@ from cloudgpu_providers.gcp import instances as build
 from cloudgpu_providers.gcp import pricing
 from cloudgpu_providers.gcp.clients import PROVIDER, Clients, operation_error
 from cloudgpu_providers.gcp.credentials import SOURCES, find_project, find_source
+from cloudgpu_providers.verify import verify_gone
 
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.offer import Offer
@@ -43,7 +44,6 @@ from cloudgpu.provider import (
 from cloudgpu.sshkeys import key_pair
 
 DEFAULT_IP_LOOKUP = "https://checkip.amazonaws.com"
-VERIFY_CHECKS = 10
 OP_WAITS = 20  # zoneOperations.wait returns after at most ~2 min; 20 waits ~ 40 min
 
 
@@ -408,14 +408,11 @@ class GCPProvider(Provider):
         if not name:
             return
         self._cleanup(zone, name)
-        for _ in range(VERIFY_CHECKS):
-            if self._get(zone, name) is None and not self._firewall_exists(f"{name}-ssh"):
-                return
-            self.ctx.sleep(float(self.ctx.config.get("poll_s", 2.0)))
-        raise TransientError(
-            f"{instance_id} or its firewall rule still exists after delete",
+        verify_gone(
+            self.ctx,
+            lambda: self._get(zone, name) is None and not self._firewall_exists(f"{name}-ssh"),
+            still=f"{instance_id} or its firewall rule still exists after delete",
             provider=PROVIDER,
-            hint="`cloudgpu down --orphans` retries it",
         )
 
     def _cleanup(self, zone: str, name: str) -> None:

@@ -36,6 +36,7 @@ from cloudgpu_providers.lambda_cloud import instances as inst_mod
 from cloudgpu_providers.lambda_cloud import names
 from cloudgpu_providers.lambda_cloud.api import DEFAULT_BASE_URL, PROVIDER, LambdaClient
 from cloudgpu_providers.lambda_cloud.offers import offers_from_instance_types
+from cloudgpu_providers.verify import verify_gone
 
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.offer import Offer
@@ -57,7 +58,6 @@ from cloudgpu.provider import (
 )
 from cloudgpu.sshkeys import ensure_keypair
 
-TERMINATE_CHECKS = 10
 API_KEY = ApiKeySource("Lambda", "LAMBDA_API_KEY", PROVIDER)
 
 
@@ -158,14 +158,11 @@ class LambdaProvider(Provider):
             client.call("POST", "/instance-operations/terminate", {"instance_ids": [instance_id]})
         except NotFoundError:
             return
-        for _ in range(TERMINATE_CHECKS):
-            if self.describe(instance_id).state.is_gone:
-                return
-            self.ctx.sleep(float(self.ctx.config.get("poll_s", 2.0)))
-        raise TransientError(
-            f"instance {instance_id} still exists after terminate",
+        verify_gone(
+            self.ctx,
+            lambda: self.describe(instance_id).state.is_gone,
+            still=f"instance {instance_id} still exists after terminate",
             provider=PROVIDER,
-            hint="`cloudgpu down --orphans` retries it",
         )
 
     # -- helpers ---------------------------------------------------------------------

@@ -28,6 +28,7 @@ from cloudgpu_providers.apikey import ApiKeySource, api_base, probed, retry_opti
 from cloudgpu_providers.runpod import offers as offers_mod
 from cloudgpu_providers.runpod import pods
 from cloudgpu_providers.runpod.api import DEFAULT_BASE_URL, PROVIDER, GraphQLClient
+from cloudgpu_providers.verify import verify_gone
 
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.offer import Offer
@@ -45,7 +46,6 @@ from cloudgpu.sshkeys import key_pair
 # RunPod's PyTorch image: its /start.sh starts sshd and authorizes $PUBLIC_KEY.
 DEFAULT_IMAGE = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
 DEFAULT_IMAGE_START = "/start.sh"
-TERMINATE_CHECKS = 10
 
 
 def _runpod_config_key(path: Path) -> str:
@@ -195,14 +195,11 @@ class RunPodProvider(Provider):
             client.query(pods.M_TERMINATE, {"input": {"podId": instance_id}})
         except NotFoundError:
             return
-        for _ in range(TERMINATE_CHECKS):
-            if self.describe(instance_id).state.is_gone:
-                return
-            self.ctx.sleep(float(self.ctx.config.get("poll_s", 2.0)))
-        raise TransientError(
-            f"pod {instance_id} still exists after podTerminate",
+        verify_gone(
+            self.ctx,
+            lambda: self.describe(instance_id).state.is_gone,
+            still=f"pod {instance_id} still exists after podTerminate",
             provider=PROVIDER,
-            hint="`cloudgpu down --orphans` retries it",
         )
 
     # -- helpers ---------------------------------------------------------------------

@@ -35,6 +35,7 @@ from cloudgpu_providers.apikey import (
 from cloudgpu_providers.vast import instances as inst_mod
 from cloudgpu_providers.vast import offers as offers_mod
 from cloudgpu_providers.vast.api import DEFAULT_BASE_URL, PROVIDER, VastClient
+from cloudgpu_providers.verify import verify_gone
 
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.offer import Offer
@@ -51,7 +52,6 @@ from cloudgpu.provider import (
 from cloudgpu.sshkeys import ensure_keypair
 
 DEFAULT_IMAGE = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
-TERMINATE_CHECKS = 10
 # The vastai CLI's key files, new and old.
 KEY_FILES = (".config/vastai/vast_api_key", ".vast_api_key")
 API_KEY = ApiKeySource(
@@ -172,14 +172,11 @@ class VastProvider(Provider):
             client.call("DELETE", f"/instances/{instance_id}/")
         except NotFoundError:
             return
-        for _ in range(TERMINATE_CHECKS):
-            if self.describe(instance_id).state == InstanceState.TERMINATED:
-                return
-            self.ctx.sleep(float(self.ctx.config.get("poll_s", 2.0)))
-        raise TransientError(
-            f"instance {instance_id} still exists after destroy",
+        verify_gone(
+            self.ctx,
+            lambda: self.describe(instance_id).state == InstanceState.TERMINATED,
+            still=f"instance {instance_id} still exists after destroy",
             provider=PROVIDER,
-            hint="`cloudgpu down --orphans` retries it",
         )
 
     # -- helpers ---------------------------------------------------------------------
