@@ -40,7 +40,7 @@ _PRE = struct.Struct("!QQQQ")  # count, total bytes, files skipped, bytes skippe
 _FILE = struct.Struct("!IIqQ")  # path length, mode, mtime_ns, size
 _LINK = struct.Struct("!II")  # path length, target length
 _DIR = struct.Struct("!II")  # path length, mode
-_LEN = struct.Struct("!Q")
+LENGTH = struct.Struct("!Q")
 CHUNK = 1 << 20
 EXIT_INTEGRITY, EXIT_IO = 3, 4
 
@@ -349,12 +349,12 @@ def main(argv: list[str]) -> int:
     try:
         if op == "recv":
             manifest = encode_manifest(scan(root))
-            _stdout_sink(_LEN.pack(len(manifest)) + manifest)
+            _stdout_sink(LENGTH.pack(len(manifest)) + manifest)
             result = unpack(root, Reader(iter_stdin()))
             _stdout_sink(json.dumps(result).encode() + b"\n")
         else:
             r = Reader(iter_stdin())
-            (n,) = _LEN.unpack(r.take(_LEN.size))
+            (n,) = LENGTH.unpack(r.take(LENGTH.size))
             peer = decode_manifest(r.take(n))
             local = scan(root)
             if not local:

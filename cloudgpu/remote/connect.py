@@ -69,9 +69,28 @@ def open_transport(
             verify_host_key(ep.host, ep.port, key, known_hosts, ep.fingerprints, on_new_host_key)
             _authenticate(t, ep, keys)
         except BaseException:
-            t.close()
+            close_transport(t)
             raise
         return t
+
+
+def close_transport(t: paramiko.Transport) -> None:
+    """Close ``t`` and wait for its reader thread to end.
+
+    paramiko's close() closes the socket while its thread may still be about to read
+    from it; the descriptor number can then be reused by our next connection and that
+    stale read steals bytes from it ("Invalid packet blocking"). Shutting the socket
+    down first wakes the reader with EOF while the descriptor is still its own.
+    """
+    sock = t.sock
+    try:
+        if isinstance(sock, socket.socket):
+            sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed or never connected
+    t.close()
+    if t.is_alive():
+        t.join(5)
 
 
 def _handshake(ep: Endpoint, timeout: float) -> paramiko.Transport:
@@ -86,7 +105,7 @@ def _handshake(ep: Endpoint, timeout: float) -> paramiko.Transport:
     try:
         t.start_client(timeout=timeout)
     except BaseException:
-        t.close()
+        close_transport(t)
         raise
     sock.settimeout(None)
     t.set_keepalive(30)

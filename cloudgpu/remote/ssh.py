@@ -21,7 +21,7 @@ import paramiko
 
 from cloudgpu.errors import ConfigError, RemoteError
 from cloudgpu.remote import transfer
-from cloudgpu.remote.connect import WINDOW, Endpoint
+from cloudgpu.remote.connect import WINDOW, Endpoint, close_transport
 from cloudgpu.remote.machine import (
     EXIT_STOPPED,
     EXIT_TIMEOUT,
@@ -198,7 +198,7 @@ class SSHMachine:
     def close(self) -> None:
         if self.openssh is not None:
             self.openssh.close()
-        self.transport.close()
+        close_transport(self.transport)
 
 
 def _why_end(stop: threading.Event | None, deadline: float | None) -> int | None:

@@ -142,7 +142,7 @@ def _peer_manifest(s: Stream, remote: str) -> dict[bytes, tuple[bytes, int, int]
     """The manifest the ``recv`` agent sends first; its failure reason if it fails."""
     r = agent.Reader(s.read)
     try:
-        (n,) = agent._LEN.unpack(r.take(agent._LEN.size, hashed=False))
+        (n,) = agent.LENGTH.unpack(r.take(agent.LENGTH.size, hashed=False))
         data = r.take(n, hashed=False)
     except agent.SyncError as exc:
         s.close_write()
@@ -161,7 +161,7 @@ def get(
     root = os.fsencode(local)
     manifest = agent.encode_manifest(agent.scan(root))
     s = open_stream(agent_command(python, "send", remote))
-    s.write(agent._LEN.pack(len(manifest)) + manifest)
+    s.write(agent.LENGTH.pack(len(manifest)) + manifest)
     s.close_write()
     try:
         got = agent.unpack(root, agent.Reader(s.read), progress)
