@@ -11,11 +11,8 @@ pair it is about to replace.
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.mime.multipart import MIMEMultipart
@@ -29,6 +26,7 @@ from cloudgpu_providers.aws.settings import (
     DEFAULT_IMAGE_NAME_ARM,
     AwsSettings,
 )
+from cloudgpu_providers.callerip import lookup_cidr
 
 from cloudgpu.errors import ConfigError, NotFoundError, ProviderError
 from cloudgpu.provider import CreateRequest
@@ -76,16 +74,13 @@ def ssh_cidr(settings: AwsSettings, timeout: float = 5.0) -> str:
     if settings.ssh_cidr:
         return settings.ssh_cidr
     try:
-        with urllib.request.urlopen(settings.public_ip_url, timeout=timeout) as resp:
-            text = resp.read(256).decode("ascii", "replace").strip()
-        addr = ipaddress.ip_address(text)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return lookup_cidr(settings.public_ip_url, timeout)
+    except (OSError, ValueError) as exc:
         raise ConfigError(
             f"providers.aws: could not learn this machine's public address from "
             f"{settings.public_ip_url}",
             hint='set providers.aws.ssh_cidr, e.g. "203.0.113.7/32"',
         ) from exc
-    return f"{addr}/{addr.max_prefixlen}"
 
 
 def zone_name(call: Caller, ec2: Any, zone: str) -> str:

@@ -16,8 +16,6 @@ a method talks to ARM; availability() makes no network call.
 
 from __future__ import annotations
 
-import ipaddress
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -31,6 +29,7 @@ from cloudgpu_providers.azure.arm import (
     make_clients,
 )
 from cloudgpu_providers.azure.auth import detect, make_credential
+from cloudgpu_providers.callerip import lookup_cidr, normalized_cidr
 
 from cloudgpu import sshkeys
 from cloudgpu.catalog.gpus import load_registry
@@ -243,7 +242,7 @@ class AzureProvider(Provider):
         raw = request.options.get("ssh_cidr") or self.ctx.config.get("ssh_cidr")
         if raw:
             try:
-                return str(ipaddress.ip_network(str(raw), strict=False))
+                return normalized_cidr(raw)
             except ValueError as exc:
                 raise ConfigError(
                     f"providers.azure.ssh_cidr: '{raw}' is not a CIDR", hint="e.g. 203.0.113.7/32"
@@ -368,16 +367,13 @@ class AzureProvider(Provider):
 def caller_cidr(url: str, timeout_s: float = 10.0) -> str:
     """This machine's public IPv4/IPv6 address as a single-host CIDR, asked of ``url``."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-            text = resp.read(100).decode("ascii", "replace").strip()
-        addr = ipaddress.ip_address(text)
+        return lookup_cidr(url, timeout_s)
     except (OSError, ValueError) as exc:
         raise ConfigError(
             f"providers.azure.ssh_cidr: not set, and this machine's public address could "
             f"not be learned from {url}",
             hint='set ssh_cidr in [providers.azure], e.g. ssh_cidr = "203.0.113.7/32"',
         ) from exc
-    return f"{addr}/{addr.max_prefixlen}"
 
 
 def _settings(cfg: Mapping[str, Any]) -> ArmSettings:

@@ -18,12 +18,11 @@ VM; terminate() deletes both and checks they are gone. It never logs a credentia
 
 from __future__ import annotations
 
-import ipaddress
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from cloudgpu_providers.callerip import lookup_cidr, normalized_cidr
 from cloudgpu_providers.gcp import instances as build
 from cloudgpu_providers.gcp import pricing
 from cloudgpu_providers.gcp.clients import PROVIDER, Clients, operation_error
@@ -323,22 +322,20 @@ class GCPProvider(Provider):
         explicit = request.options.get("ssh_cidr") or self.ctx.config.get("ssh_cidr")
         if explicit:
             try:
-                return str(ipaddress.ip_network(str(explicit), strict=False))
+                return normalized_cidr(explicit)
             except ValueError as exc:
                 raise ConfigError(
                     f"gcp: ssh_cidr: expected a CIDR such as 203.0.113.7/32, got {explicit!r}"
                 ) from exc
         url = str(self.ctx.config.get("ip_lookup_url") or DEFAULT_IP_LOOKUP)
         try:
-            with urllib.request.urlopen(url, timeout=10) as resp:
-                ip = ipaddress.ip_address(resp.read().decode().strip())
+            return lookup_cidr(url, 10)
         except (OSError, ValueError) as exc:
             raise ProviderError(
                 f"cannot find this machine's public IP at {url}",
                 provider=PROVIDER,
                 hint="set [providers.gcp] ssh_cidr",
             ) from exc
-        return f"{ip}/{ip.max_prefixlen}"
 
     def describe(self, instance_id: str) -> Instance:
         zone, _, name = instance_id.partition("/")
