@@ -12,7 +12,6 @@ from pathlib import Path
 
 from cloudgpu.errors import RemoteError
 from cloudgpu.provider import Instance
-from cloudgpu.remote.connect import Endpoint, open_transport
 from cloudgpu.remote.hostkeys import NewHostKeyFn, fingerprint
 from cloudgpu.remote.local import LocalMachine
 from cloudgpu.remote.machine import (
@@ -25,6 +24,7 @@ from cloudgpu.remote.machine import (
 )
 from cloudgpu.remote.openssh import OpenSSH
 from cloudgpu.remote.ssh import SSHMachine
+from cloudgpu.remote.transport import Endpoint, open_transport
 
 __all__ = [
     "EXIT_STOPPED",

@@ -1,7 +1,7 @@
 """Bulk byte streams through the system ``ssh`` binary (OpenSSH), for speed.
 
 OpenSSH's C crypto moves bulk data faster than paramiko. It is used only after
-cloudgpu.remote.connect verified and pinned the host key into our known_hosts file, and
+cloudgpu.remote.transport verified and pinned the host key into our known_hosts file, and
 it is told to check that same file strictly (never to add to it), so it can only ever
 talk to the host paramiko already verified. One master connection is shared by all
 streams (ControlMaster), so each transfer costs no new key exchange.
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import cast
 
 from cloudgpu.remote import agent
-from cloudgpu.remote.connect import Endpoint
 from cloudgpu.remote.hostkeys import host_label
+from cloudgpu.remote.transport import Endpoint
 
 
 class ProcStream:

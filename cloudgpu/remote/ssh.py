@@ -4,7 +4,7 @@ Commands run as ``bash -c`` (``sh`` if bash is missing) in the login session, wh
 process group the wrapper reports first, so ``stop`` can kill the whole tree of the
 job, not just the shell. Bulk transfers may go through the system ``ssh`` binary when one
 is given (:class:`cloudgpu.remote.openssh.OpenSSH`): it moves bytes faster than paramiko.
-This module does not verify host keys itself; cloudgpu.remote.connect did that.
+This module does not verify host keys itself; cloudgpu.remote.transport did that.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import paramiko
 
 from cloudgpu.errors import ConfigError, RemoteError
 from cloudgpu.remote import transfer
-from cloudgpu.remote.connect import WINDOW, Endpoint, close_transport
 from cloudgpu.remote.machine import (
     EXIT_STOPPED,
     EXIT_TIMEOUT,
@@ -31,6 +30,7 @@ from cloudgpu.remote.machine import (
     TransferStats,
 )
 from cloudgpu.remote.openssh import OpenSSH
+from cloudgpu.remote.transport import WINDOW, Endpoint, close_transport
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MARK = b"CGPU-PGID "
