@@ -105,3 +105,32 @@ def torn_down(
         provider.terminate(inst.id)
     assert gone(provider.describe(inst.id).state)
     assert provider.list_instances({TAG_JOB: job}) == []
+
+
+def cheapest_single_gpu_round_trip(
+    provider: Provider,
+    *,
+    tries: int,
+    what: str,
+    poll_s: float,
+    market: str | None = None,
+    gone: Callable[[InstanceState], bool] = lambda s: s.is_gone,
+    **kw: Any,
+) -> None:
+    """The marketplace providers' live test: create the cheapest single-GPU offer that
+    has stock (of the ``tries`` cheapest), see it run and be listed, tear it down."""
+    assert provider.check().enabled
+    offers = sorted(
+        (
+            o
+            for o in provider.fetch_offers()
+            if o.gpu_count == 1 and (market is None or o.market == market)
+        ),
+        key=lambda o: o.price_per_hour,
+    )
+    assert offers, f"{provider.name} lists no single-GPU offer with capacity right now"
+    job = job_name()
+    inst = first_created(provider, offers[:tries], job, **kw)
+    assert inst is not None, f"none of the {tries} cheapest single-GPU offers could be had"
+    with torn_down(provider, inst, job, gone):
+        running_and_listed(provider, inst, job, timeout_s=900, poll_s=poll_s, what=what)

@@ -12,14 +12,7 @@ from cloudgpu_providers.lambda_cloud import LambdaProvider
 
 from cloudgpu.paths import Paths
 from cloudgpu.provider import ProviderContext
-from tests.live.live_kit import (
-    ENV,
-    first_created,
-    job_name,
-    live_marks,
-    running_and_listed,
-    torn_down,
-)
+from tests.live.live_kit import ENV, cheapest_single_gpu_round_trip, live_marks
 
 pytestmark = live_marks(
     "live Lambda test: needs LAMBDA_API_KEY", lambda: bool(ENV.get("LAMBDA_API_KEY"))
@@ -28,14 +21,4 @@ pytestmark = live_marks(
 
 def test_cheapest_gpu_vm_is_created_and_torn_down(paths: Paths) -> None:
     provider = LambdaProvider(ProviderContext(config={}, paths=paths, env=ENV))
-    assert provider.check().enabled
-    offers = sorted(
-        (o for o in provider.fetch_offers() if o.gpu_count == 1),
-        key=lambda o: o.price_per_hour,
-    )
-    assert offers, "Lambda has no single-GPU type with capacity right now"
-    job = job_name()
-    inst = first_created(provider, offers[:5], job)
-    assert inst is not None, "no capacity for any of the five cheapest single-GPU offers"
-    with torn_down(provider, inst, job):
-        running_and_listed(provider, inst, job, timeout_s=900, poll_s=10, what="VM")
+    cheapest_single_gpu_round_trip(provider, tries=5, what="VM", poll_s=10)

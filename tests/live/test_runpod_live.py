@@ -11,14 +11,7 @@ from cloudgpu_providers.runpod import RunPodProvider
 
 from cloudgpu.paths import Paths
 from cloudgpu.provider import ProviderContext
-from tests.live.live_kit import (
-    ENV,
-    first_created,
-    job_name,
-    live_marks,
-    running_and_listed,
-    torn_down,
-)
+from tests.live.live_kit import ENV, cheapest_single_gpu_round_trip, live_marks
 
 pytestmark = live_marks(
     "live RunPod test: needs RUNPOD_API_KEY", lambda: bool(ENV.get("RUNPOD_API_KEY"))
@@ -27,15 +20,5 @@ pytestmark = live_marks(
 
 def test_cheapest_gpu_pod_is_created_and_torn_down(paths: Paths) -> None:
     provider = RunPodProvider(ProviderContext(config={}, paths=paths, env=ENV))
-    assert provider.check().enabled
-    offers = sorted(
-        (o for o in provider.fetch_offers() if o.gpu_count == 1),
-        key=lambda o: o.price_per_hour,
-    )
-    assert offers, "RunPod listed no single-GPU offer"
-    job = job_name()
-    # The cheapest cards are often out of stock.
-    inst = first_created(provider, offers[:10], job, disk_gb=20)
-    assert inst is not None, "no stock for any of the ten cheapest single-GPU offers"
-    with torn_down(provider, inst, job):
-        running_and_listed(provider, inst, job, timeout_s=900, poll_s=5, what="pod")
+    # The cheapest cards are often out of stock: try the ten cheapest.
+    cheapest_single_gpu_round_trip(provider, tries=10, what="pod", poll_s=5, disk_gb=20)

@@ -12,29 +12,20 @@ from cloudgpu_providers.vast import VastProvider
 
 from cloudgpu.paths import Paths
 from cloudgpu.provider import InstanceState, ProviderContext
-from tests.live.live_kit import (
-    ENV,
-    first_created,
-    job_name,
-    live_marks,
-    running_and_listed,
-    torn_down,
-)
+from tests.live.live_kit import ENV, cheapest_single_gpu_round_trip, live_marks
 
 pytestmark = live_marks("live Vast test: needs VAST_API_KEY", lambda: bool(ENV.get("VAST_API_KEY")))
 
 
 def test_cheapest_gpu_container_is_created_and_torn_down(paths: Paths) -> None:
     provider = VastProvider(ProviderContext(config={"offer_limit": 200}, paths=paths, env=ENV))
-    assert provider.check().enabled
-    offers = sorted(
-        (o for o in provider.fetch_offers() if o.gpu_count == 1 and o.market == "on_demand"),
-        key=lambda o: o.price_per_hour,
+    # The cheapest machines are often rented within seconds: try the ten cheapest.
+    cheapest_single_gpu_round_trip(
+        provider,
+        tries=10,
+        what="container",
+        poll_s=10,
+        market="on_demand",
+        gone=lambda s: s == InstanceState.TERMINATED,
+        disk_gb=20,
     )
-    assert offers, "Vast listed no single-GPU offer"
-    job = job_name()
-    # The cheapest machines are often rented within seconds.
-    inst = first_created(provider, offers[:10], job, disk_gb=20)
-    assert inst is not None, "none of the ten cheapest single-GPU offers could be rented"
-    with torn_down(provider, inst, job, gone=lambda s: s == InstanceState.TERMINATED):
-        running_and_listed(provider, inst, job, timeout_s=900, poll_s=10, what="container")
