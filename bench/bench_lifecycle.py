@@ -132,8 +132,11 @@ def _ssh_true_baseline(home: Path, env: dict[str, str]) -> list[float]:
         sim.terminate(inst.id)
 
 
-def run(results_dir: Path) -> str:
-    load = os.getloadavg()[0]
+Rows = list[tuple[str, list[float], float | None]]
+
+
+def _measure() -> Rows:
+    """Baselines and launches, side by side in one sandboxed CLOUDGPU_HOME."""
     with tempfile.TemporaryDirectory(prefix="cloudgpu-bench-lifecycle-") as tmp:
         root = Path(tmp)
         home = root / "home"
@@ -159,15 +162,18 @@ def run(results_dir: Path) -> str:
         ssh_true = _ssh_true_baseline(home, env)
         _launch_once(job, env)  # warm the page cache and known_hosts like a second use
         launches = [_launch_once(job, env) for _ in range(RUNS)]
-    first = [a for a, _ in launches]
-    teardown = [b for _, b in launches]
-    rows = [
+    return [
         ("baseline: python -c pass", python, None),
         ("baseline: cloudgpu --version", cli, None),
         ("baseline: ssh host true (sim)", ssh_true, None),
-        ("launch: start -> first job line", first, 2.0),
-        ("launch: last job line -> exit (teardown)", teardown, 1.0),
+        ("launch: start -> first job line", [a for a, _ in launches], 2.0),
+        ("launch: last job line -> exit (teardown)", [b for _, b in launches], 1.0),
     ]
+
+
+def run(results_dir: Path) -> str:
+    load = os.getloadavg()[0]
+    rows = _measure()
     lines = [
         "# Lifecycle overhead on sim (zero boot delay)",
         "",
@@ -179,7 +185,7 @@ def run(results_dir: Path) -> str:
         "| what | median | min | max | target | x ssh true |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    base = _median(ssh_true)
+    base = _median(rows[2][1])
     for name, xs, target in rows:
         verdict = (
             ""
@@ -192,6 +198,6 @@ def run(results_dir: Path) -> str:
         )
     (results_dir / "lifecycle.md").write_text("\n".join(lines) + "\n")
     return (
-        f"start->first line {_median(first):.2f} s (target 2), teardown "
-        f"{_median(teardown):.2f} s (target 1), ssh true {base:.3f} s"
+        f"start->first line {_median(rows[3][1]):.2f} s (target 2), teardown "
+        f"{_median(rows[4][1]):.2f} s (target 1), ssh true {base:.3f} s"
     )
