@@ -137,8 +137,11 @@ def test_launch_over_ssh_pins_then_refuses_changed_key(
     assert not list((cloudgpu_home / "data" / "ssh" / "reservations").glob("*.json"))
     # The same address now presents another key: refused, one line, host released.
     server.stop()
-    start_sshd(server.dir, server.port, fresh_host_key=True)
-    code, _, err = main_exit(["launch", str(job), "--yes"])
+    changed = start_sshd(server.dir, server.port, fresh_host_key=True)
+    try:
+        code, _, err = main_exit(["launch", str(job), "--yes"])
+    finally:
+        changed.stop()
     assert code == 5
     errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and "CHANGED" in errors[0] and "refusing" in errors[0]
