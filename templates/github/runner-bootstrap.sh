@@ -25,7 +25,10 @@
 #   CLOUDGPU_DISPOSABLE  1 on a VM made for this runner
 set -euo pipefail
 
-# actions/runner v2.324.0, linux-x64; checksum as published in the release notes.
+# actions/runner v2.324.0, linux-x64. The checksum is the one GitHub's install
+# instructions print for this release, as found in public install scripts; it could not be
+# re-fetched from this build machine, so pin your own with [runner] runner_version and
+# runner_sha256 (config.toml) after checking the release page.
 RUNNER_VERSION="${RUNNER_VERSION:-2.324.0}"
 RUNNER_SHA256="${RUNNER_SHA256:-e8e24a3477da17040b4d6fa6d34c6ecb9a2879e800aa532518ec21e49e21d7b4}"
 RUNNER_URL="${RUNNER_URL:-https://github.com/actions/runner/releases/download/v${RUNNER_VERSION}/actions-runner-linux-x64-${RUNNER_VERSION}.tar.gz}"
