@@ -130,6 +130,24 @@ def scheduling(market: str, deadline_in_s: float | None) -> Any:
     return sched
 
 
+def instance_metadata(request: CreateRequest, ssh_line: str) -> list[Any]:
+    """The instance's metadata items: the job's key, its tags, driver and login settings."""
+    from google.cloud import compute_v1
+
+    metadata = [
+        compute_v1.Items(key="ssh-keys", value=ssh_line),
+        compute_v1.Items(key=TAGS_METADATA, value=json.dumps(dict(request.tags), sort_keys=True)),
+        # Deep Learning VM images install the NVIDIA driver at first boot when asked.
+        compute_v1.Items(key="install-nvidia-driver", value="True"),
+        # With OS Login on (project metadata), ssh-keys would be ignored and the job's key
+        # refused; the instance-level value wins unless an org policy enforces OS Login.
+        compute_v1.Items(key="enable-oslogin", value="FALSE"),
+    ]
+    if request.user_data:
+        metadata.append(compute_v1.Items(key="startup-script", value=request.user_data))
+    return metadata
+
+
 def instance_body(
     request: CreateRequest,
     *,
@@ -146,17 +164,7 @@ def instance_body(
     from google.cloud import compute_v1
 
     labels = to_labels(request.tags)
-    metadata = [
-        compute_v1.Items(key="ssh-keys", value=ssh_line),
-        compute_v1.Items(key=TAGS_METADATA, value=json.dumps(dict(request.tags), sort_keys=True)),
-        # Deep Learning VM images install the NVIDIA driver at first boot when asked.
-        compute_v1.Items(key="install-nvidia-driver", value="True"),
-        # With OS Login on (project metadata), ssh-keys would be ignored and the job's key
-        # refused; the instance-level value wins unless an org policy enforces OS Login.
-        compute_v1.Items(key="enable-oslogin", value="FALSE"),
-    ]
-    if request.user_data:
-        metadata.append(compute_v1.Items(key="startup-script", value=request.user_data))
+    metadata = instance_metadata(request, ssh_line)
     body = compute_v1.Instance(
         name=name,
         machine_type=f"zones/{zone}/machineTypes/{machine_type}",
