@@ -4,7 +4,8 @@ shape, cost every candidate end to end, and rank them by the chosen objective.
 Objectives:
 - ``cheapest``: estimated total cost = hours x price, where hours include compute (with
   scaling and data stalls), data staging, startup and the expected spot-interruption
-  loss; candidates above limits.max_cost are rejected.
+  loss; candidates above limits.max_cost, or whose estimated hours exceed
+  limits.max_runtime (the run would be stopped unfinished), are rejected.
 - ``fastest``: estimated wall-clock hours, among candidates within limits.max_cost.
 - ``hourly``: plain $/hour (what other tools rank by); also what every objective falls
   back to when the job has no workload block to estimate from.
@@ -31,7 +32,7 @@ from cloudgpu.planner.overhead import (
 )
 from cloudgpu.planner.select import compile_requirements
 from cloudgpu.planner.workload import Workload, parse_workload
-from cloudgpu.spec.model import JobSpec
+from cloudgpu.spec.model import JobSpec, Limits
 
 OBJECTIVES = ("cheapest", "fastest", "hourly")
 
@@ -185,7 +186,7 @@ def _tokens(w: Workload) -> float:
     return w.requests * (w.input_tokens + w.output_tokens)
 
 
-def _candidate(ctx: _Context, missing: str, offer: Offer, max_cost: float | None) -> Candidate:
+def _candidate(ctx: _Context, missing: str, offer: Offer, limits: Limits) -> Candidate:
     """One offer judged: resources first, then the workload's fit, time and budget."""
     price = offer.price_per_hour * ctx.num_nodes
     if missing:
@@ -193,10 +194,27 @@ def _candidate(ctx: _Context, missing: str, offer: Offer, max_cost: float | None
     if ctx.w is None:
         return Candidate(offer, True, "", ctx.num_nodes, price_per_hour=price)
     cand = _costed(ctx, offer, ctx.shape_estimate(offer))
-    if cand.fits and max_cost is not None and (cand.est_cost or 0.0) > max_cost:
-        cand.fits = False
-        cand.reason = f"estimated ${cand.est_cost:,.2f} > limits.max_cost ${max_cost:,.2f}"
+    if cand.fits:
+        _apply_limits(cand, limits)
     return cand
+
+
+def _apply_limits(cand: Candidate, limits: Limits) -> None:
+    """Reject a candidate the job's own limits would stop: over max_cost, or so slow that
+    max_runtime would end the run before it finishes (paying for a run that is killed)."""
+    if limits.max_cost is not None and (cand.est_cost or 0.0) > limits.max_cost:
+        cand.fits = False
+        cand.reason = f"estimated ${cand.est_cost:,.2f} > limits.max_cost ${limits.max_cost:,.2f}"
+    elif (
+        limits.max_runtime_s is not None
+        and cand.est_hours is not None
+        and cand.est_hours * 3600.0 > limits.max_runtime_s
+    ):
+        cand.fits = False
+        cand.reason = (
+            f"estimated {cand.est_hours:,.1f} h > limits.max_runtime "
+            f"{limits.max_runtime_s / 3600.0:,.1f} h"
+        )
 
 
 def _sort_key(objective: str, c: Candidate) -> tuple[float, float, float, str]:
@@ -229,7 +247,7 @@ def plan(
     rejected: list[Candidate] = []
     max_cost = job.limits.max_cost
     for offer in offers:
-        cand = _candidate(ctx, reqs.reason(offer), offer, max_cost)
+        cand = _candidate(ctx, reqs.reason(offer), offer, job.limits)
         (fitting if cand.fits else rejected).append(cand)
     effective = objective if w is not None else "hourly"
     fitting.sort(key=lambda c: _sort_key(effective, c))
@@ -237,7 +255,7 @@ def plan(
     result = Plan(fitting, rejected, objective, workload=w)
     result.summary = _summary(result, len(offers), effective)
     if not fitting and w is not None:
-        result.needs = _nothing_fits(w, rejected, offers, registry, max_cost)
+        result.needs = _nothing_fits(w, rejected, offers, registry, max_cost, job.limits)
     return result
 
 
@@ -247,15 +265,26 @@ def _nothing_fits(
     offers: Sequence[Offer],
     registry: GpuRegistry,
     max_cost: float | None,
+    limits: Limits,
 ) -> str:
-    """Why nothing fits: over budget (say the cheapest), or too big (say what would fit)."""
+    """Why nothing fits: over budget (say the cheapest), too slow for max_runtime (say the
+    fastest), or too big (say what would fit)."""
     costed = [c for c in rejected if c.est_cost is not None]
-    if costed and max_cost is not None:
-        low = min(costed, key=lambda c: (c.est_cost or 0.0, c.offer.key))
+    over_budget = [c for c in costed if "limits.max_cost" in c.reason]
+    if over_budget and max_cost is not None:
+        low = min(over_budget, key=lambda c: (c.est_cost or 0.0, c.offer.key))
         return (
             f"the cheapest estimate, ${low.est_cost:,.2f} on {low.gpu_count}x {low.offer.gpu}"
             f" ({low.offer.provider} {low.offer.instance_type}), exceeds limits.max_cost"
             f" ${max_cost:,.2f}"
+        )
+    too_slow = [c for c in costed if "limits.max_runtime" in c.reason]
+    if too_slow and limits.max_runtime_s is not None:
+        fast = min(too_slow, key=lambda c: (c.est_hours or 0.0, c.offer.key))
+        return (
+            f"the fastest estimate, {fast.est_hours:,.1f} h on {fast.gpu_count}x "
+            f"{fast.offer.gpu} ({fast.offer.provider} {fast.offer.instance_type}), exceeds "
+            f"limits.max_runtime {limits.max_runtime_s / 3600.0:,.1f} h"
         )
     if any(c.memory_per_gpu_gb is not None for c in rejected):
         return needs(w, offers, registry)

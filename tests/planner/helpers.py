@@ -65,11 +65,12 @@ MARKET = [
 def job(workload: dict[str, Any] | None = None, **resources: Any) -> JobSpec:
     gpu = resources.pop("gpu", GpuRequest())
     max_cost = resources.pop("max_cost", None)
+    max_runtime_s = resources.pop("max_runtime_s", None)
     num_nodes = resources.pop("num_nodes", 1)
     return JobSpec(
         name="t",
         resources=Resources(gpu=gpu, **resources),
         workload=workload,
-        limits=Limits(max_cost=max_cost),
+        limits=Limits(max_cost=max_cost, max_runtime_s=max_runtime_s),
         num_nodes=num_nodes,
     )

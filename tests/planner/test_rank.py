@@ -61,6 +61,20 @@ def test_max_cost_rejects_and_fastest_stays_under_budget() -> None:
     assert any("limits.max_cost" in c.reason for c in capped.rejected)
 
 
+def test_max_runtime_rejects_runs_that_would_be_stopped_unfinished() -> None:
+    free = plan(job(FINETUNE_8B), MARKET, registry=REG, objective="cheapest")
+    hours = sorted(c.est_hours for c in free.candidates if c.est_hours is not None)
+    limit_s = (hours[0] + hours[-1]) / 2 * 3600.0  # some candidates finish in time, some not
+    capped = plan(job(FINETUNE_8B, max_runtime_s=limit_s), MARKET, registry=REG)
+    assert capped.candidates
+    assert all((c.est_hours or 0) * 3600.0 <= limit_s for c in capped.candidates)
+    slow = [c for c in capped.rejected if "limits.max_runtime" in c.reason]
+    assert slow and all((c.est_hours or 0) * 3600.0 > limit_s for c in slow)
+    nothing = plan(job(FINETUNE_8B, max_runtime_s=hours[0] * 3600.0 / 2), MARKET, registry=REG)
+    assert not nothing.candidates
+    assert "fastest estimate" in nothing.needs and "limits.max_runtime" in nothing.needs
+
+
 def test_spot_carries_an_interruption_penalty() -> None:
     w = {"kind": "lora", "model": "llama-3-8b", "tokens": "1B"}
     on = offer("aws", "x", "H100-SXM", 1, 80, 4.0)
