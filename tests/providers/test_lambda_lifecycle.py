@@ -29,15 +29,14 @@ from cloudgpu.provider import (
     InstanceState,
     ProviderContext,
 )
-from tests.lifecycle.helpers import cli_proc, job_file
+from tests.lifecycle.helpers import cli_proc
+from tests.providers.conftest import ApiLaunch
 from tests.providers.lifecycle_kit import (
-    api_provider_config,
     launch_fails_cleanly,
     launch_in_subprocess,
     launch_job,
     launch_succeeds,
     machines_on,
-    write_config,
 )
 from tests.remote.sshd import SSHDServer
 
@@ -56,22 +55,10 @@ def fake(sshd: SSHDServer) -> Iterator[Any]:
 
 
 @pytest.fixture
-def configured(
-    fake: Any,
-    sshd: SSHDServer,
-    cloudgpu_home: Path,
-    tmp_path: Path,
-    scratch: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Path:
-    write_config(
-        cloudgpu_home,
-        api_provider_config(
-            "lambda", "api_url", fake.base_url, sshd, scratch, extra=f"ssh_port = {sshd.port}\n"
-        ),
+def configured(fake: Any, sshd: SSHDServer, api_launch: ApiLaunch) -> Path:
+    return api_launch(
+        fake, "lambda", "api_url", "LAMBDA_API_KEY", JOB, extra=f"ssh_port = {sshd.port}\n"
     )
-    monkeypatch.setenv("LAMBDA_API_KEY", fake.api_key)
-    return job_file(tmp_path, JOB)
 
 
 def test_launch_runs_on_a_lambda_vm_and_terminates_it(

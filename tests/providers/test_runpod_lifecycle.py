@@ -15,15 +15,13 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.runpod.server import FakeRunPod
-from tests.lifecycle.helpers import job_file
+from tests.providers.conftest import ApiLaunch
 from tests.providers.lifecycle_kit import (
-    api_provider_config,
     launch_fails_cleanly,
     launch_in_subprocess,
     launch_job,
     launch_succeeds,
     machines_on,
-    write_config,
 )
 from tests.remote.sshd import SSHDServer
 
@@ -39,20 +37,8 @@ def fake(sshd: SSHDServer) -> Iterator[FakeRunPod]:
 
 
 @pytest.fixture
-def configured(
-    fake: FakeRunPod,
-    sshd: SSHDServer,
-    cloudgpu_home: Path,
-    tmp_path: Path,
-    scratch: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Path:
-    write_config(
-        cloudgpu_home,
-        api_provider_config("runpod", "api_base_url", fake.base_url, sshd, scratch),
-    )
-    monkeypatch.setenv("RUNPOD_API_KEY", fake.api_key)
-    return job_file(tmp_path, JOB)
+def configured(fake: FakeRunPod, api_launch: ApiLaunch) -> Path:
+    return api_launch(fake, "runpod", "api_base_url", "RUNPOD_API_KEY", JOB)
 
 
 def test_launch_runs_on_a_runpod_pod_and_terminates_it(

@@ -16,15 +16,13 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.vast.server import FakeVast
-from tests.lifecycle.helpers import job_file
+from tests.providers.conftest import ApiLaunch
 from tests.providers.lifecycle_kit import (
-    api_provider_config,
     launch_fails_cleanly,
     launch_in_subprocess,
     launch_job,
     launch_succeeds,
     machines_on,
-    write_config,
 )
 from tests.remote.sshd import SSHDServer
 
@@ -40,20 +38,8 @@ def fake(sshd: SSHDServer) -> Iterator[FakeVast]:
 
 
 @pytest.fixture
-def configured(
-    fake: FakeVast,
-    sshd: SSHDServer,
-    cloudgpu_home: Path,
-    tmp_path: Path,
-    scratch: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Path:
-    write_config(
-        cloudgpu_home,
-        api_provider_config("vast", "api_url", fake.base_url, sshd, scratch),
-    )
-    monkeypatch.setenv("VAST_API_KEY", fake.api_key)
-    return job_file(tmp_path, JOB)
+def configured(fake: FakeVast, api_launch: ApiLaunch) -> Path:
+    return api_launch(fake, "vast", "api_url", "VAST_API_KEY", JOB)
 
 
 def test_launch_runs_on_a_vast_container_and_destroys_it(
