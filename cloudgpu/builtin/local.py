@@ -19,13 +19,12 @@ import json
 import os
 import shutil
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
 from cloudgpu.builtin import hostinfo
 from cloudgpu.builtin.procs import stop_tagged
-from cloudgpu.catalog.offer import Offer
+from cloudgpu.catalog.offer import Offer, iso_utc
 from cloudgpu.errors import ConfigError
 from cloudgpu.provider import (
     Availability,
@@ -66,7 +65,7 @@ class LocalProvider(Provider):
 
     def offers(self) -> list[Offer]:
         gpu = hostinfo.local_gpus()
-        observed = datetime.fromtimestamp(self.ctx.clock(), UTC).isoformat(timespec="seconds")
+        observed = iso_utc(self.ctx.clock())
         return [
             Offer(
                 provider=self.name,

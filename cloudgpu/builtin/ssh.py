@@ -25,7 +25,6 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -34,7 +33,7 @@ import paramiko
 from cloudgpu.builtin import hostinfo
 from cloudgpu.builtin.procs import kill_script
 from cloudgpu.catalog.gpus import load_registry
-from cloudgpu.catalog.offer import Offer
+from cloudgpu.catalog.offer import Offer, iso_utc
 from cloudgpu.errors import CapacityError, CloudGPUError, ConfigError, NotFoundError
 from cloudgpu.provider import (
     Availability,
@@ -193,7 +192,7 @@ class SSHProvider(Provider):
         return facts
 
     def offers(self) -> list[Offer]:
-        now = datetime.fromtimestamp(self.ctx.clock(), UTC).isoformat(timespec="seconds")
+        now = iso_utc(self.ctx.clock())
         return [self._offer(h, now) for h in self.hosts()]
 
     def _offer(self, h: Host, observed: str) -> Offer:

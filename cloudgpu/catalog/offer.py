@@ -23,6 +23,12 @@ FLAG_GPU_MEMORY_CORRECTED = "gpu_memory_corrected"
 FLAG_FRACTIONAL_GPU = "fractional_gpu"  # a share of one GPU (Azure NV*as_v4, NV*ads_A10_v5)
 
 
+def iso_utc(ts: float) -> str:
+    """Unix seconds as the ISO 8601 UTC form every ``observed_at`` uses
+    (``2026-12-01T02:44:00Z``)."""
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
 @dataclass(frozen=True, slots=True)
 class Offer:
     provider: str

@@ -19,7 +19,6 @@ VM; terminate() deletes both and checks they are gone. It never logs a credentia
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from cloudgpu_providers.callerip import lookup_cidr, normalized_cidr
@@ -30,7 +29,7 @@ from cloudgpu_providers.gcp.credentials import SOURCES, find_project, find_sourc
 from cloudgpu_providers.verify import verify_gone
 
 from cloudgpu.catalog.gpus import load_registry
-from cloudgpu.catalog.offer import Offer
+from cloudgpu.catalog.offer import Offer, iso_utc
 from cloudgpu.errors import ConfigError, NotFoundError, ProviderError, TransientError
 from cloudgpu.provider import (
     Availability,
@@ -138,12 +137,12 @@ class GCPProvider(Provider):
         regions = self.ctx.config.get("regions")
         if isinstance(regions, str):
             regions = [regions]
-        observed = datetime.fromtimestamp(self.ctx.clock(), UTC).isoformat(timespec="seconds")
+        observed = iso_utc(self.ctx.clock())
         return pricing.build_offers(
             pricing.shapes(machine_types, accelerators),
             table,
             load_registry(),
-            observed.replace("+00:00", "Z"),
+            observed,
             frozenset(regions) if regions else None,
         )
 

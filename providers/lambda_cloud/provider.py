@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from cloudgpu_providers.apikey import ApiKeySource, api_base, probed, retry_options
@@ -39,7 +38,7 @@ from cloudgpu_providers.lambda_cloud.offers import offers_from_instance_types
 from cloudgpu_providers.verify import verify_gone
 
 from cloudgpu.catalog.gpus import load_registry
-from cloudgpu.catalog.offer import Offer
+from cloudgpu.catalog.offer import Offer, iso_utc
 from cloudgpu.errors import (
     AuthError,
     CapacityError,
@@ -94,10 +93,8 @@ class LambdaProvider(Provider):
 
     def fetch_offers(self) -> list[Offer]:
         data = self._client().call("GET", "/instance-types")
-        observed = datetime.fromtimestamp(self.ctx.clock(), UTC).isoformat(timespec="seconds")
-        return offers_from_instance_types(
-            data or {}, load_registry(), observed_at=observed.replace("+00:00", "Z")
-        )
+        observed = iso_utc(self.ctx.clock())
+        return offers_from_instance_types(data or {}, load_registry(), observed_at=observed)
 
     # -- instances -------------------------------------------------------------------
 

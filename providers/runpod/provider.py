@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -31,7 +30,7 @@ from cloudgpu_providers.runpod.api import DEFAULT_BASE_URL, PROVIDER, GraphQLCli
 from cloudgpu_providers.verify import verify_gone
 
 from cloudgpu.catalog.gpus import load_registry
-from cloudgpu.catalog.offer import Offer
+from cloudgpu.catalog.offer import Offer, iso_utc
 from cloudgpu.errors import CapacityError, NotFoundError, TransientError
 from cloudgpu.provider import (
     TAG_INSTANCE,
@@ -105,11 +104,11 @@ class RunPodProvider(Provider):
 
     def fetch_offers(self) -> list[Offer]:
         data = self._client().query(pods.Q_GPU_TYPES)
-        observed = datetime.fromtimestamp(self.ctx.clock(), UTC).isoformat(timespec="seconds")
+        observed = iso_utc(self.ctx.clock())
         return offers_mod.offers_from_gpu_types(
             data.get("gpuTypes") or [],
             load_registry(),
-            observed_at=observed.replace("+00:00", "Z"),
+            observed_at=observed,
             vcpus_per_gpu=float(self.ctx.config.get("vcpus_per_gpu", 4)),
             memory_gb_per_gpu=float(self.ctx.config.get("memory_gb_per_gpu", 16)),
         )

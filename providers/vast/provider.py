@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from cloudgpu_providers.apikey import (
@@ -38,7 +37,7 @@ from cloudgpu_providers.vast.api import DEFAULT_BASE_URL, PROVIDER, VastClient
 from cloudgpu_providers.verify import verify_gone
 
 from cloudgpu.catalog.gpus import load_registry
-from cloudgpu.catalog.offer import Offer
+from cloudgpu.catalog.offer import Offer, iso_utc
 from cloudgpu.errors import CapacityError, NotFoundError, ProviderError, TransientError
 from cloudgpu.provider import (
     TAG_INSTANCE,
@@ -99,8 +98,7 @@ class VastProvider(Provider):
 
     def fetch_offers(self) -> list[Offer]:
         client = self._client()
-        observed = datetime.fromtimestamp(self.ctx.clock(), UTC).isoformat(timespec="seconds")
-        observed = observed.replace("+00:00", "Z")
+        observed = iso_utc(self.ctx.clock())
         registry = load_registry()
         out: list[Offer] = []
         for market in ("on_demand", "spot"):
