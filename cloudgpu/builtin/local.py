@@ -15,13 +15,13 @@ outside its workspace.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from cloudgpu import atomicfile
 from cloudgpu.builtin import hostinfo
 from cloudgpu.builtin.procs import stop_tagged
 from cloudgpu.catalog.offer import Offer, iso_utc
@@ -107,12 +107,12 @@ class LocalProvider(Provider):
             "price_per_hour": request.offer.price_per_hour,
             "state": InstanceState.RUNNING.value,
         }
-        _write_json(work / RECORD, record)
+        atomicfile.write_json(work / RECORD, record)
         return self._instance(work, record)
 
     def describe(self, instance_id: str) -> Instance:
         work = self.root / instance_id
-        record = _read_json(work / RECORD) if _safe_id(instance_id) else None
+        record = atomicfile.read_json(work / RECORD) if _safe_id(instance_id) else None
         if record is None:
             return Instance(instance_id, self.name, InstanceState.TERMINATED, INSTANCE_TYPE)
         deadline = record.get("deadline")
@@ -149,7 +149,7 @@ class LocalProvider(Provider):
             return []
         out = []
         for work in sorted(self.root.iterdir()):
-            record = _read_json(work / RECORD)
+            record = atomicfile.read_json(work / RECORD)
             if record is not None:
                 out.append(self._instance(work, record))
         return out
@@ -172,18 +172,3 @@ class LocalProvider(Provider):
 
 def _safe_id(instance_id: str) -> bool:
     return bool(instance_id) and "/" not in instance_id and instance_id not in (".", "..")
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    # Write-then-rename so a crash never leaves a torn record.
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)

@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 import paramiko
 
+from cloudgpu import atomicfile
 from cloudgpu.builtin import hostinfo
 from cloudgpu.builtin.procs import kill_script
 from cloudgpu.catalog.gpus import load_registry
@@ -188,7 +189,7 @@ class SSHProvider(Provider):
             "gpu_memory_gb": gpu.memory_gb,
         }
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        _write_json(self.state_dir / f"probe-{h.name}.json", facts)
+        atomicfile.write_json(self.state_dir / f"probe-{h.name}.json", facts)
         return facts
 
     def offers(self) -> list[Offer]:
@@ -196,7 +197,7 @@ class SSHProvider(Provider):
         return [self._offer(h, now) for h in self.hosts()]
 
     def _offer(self, h: Host, observed: str) -> Offer:
-        probe = _read_json(self.state_dir / f"probe-{h.name}.json") or {}
+        probe = atomicfile.read_json(self.state_dir / f"probe-{h.name}.json") or {}
         name, count, mem = (
             probe.get("gpu", ""),
             int(probe.get("gpu_count", 0)),
@@ -245,7 +246,7 @@ class SSHProvider(Provider):
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
-            held = _read_json(path) or {}
+            held = atomicfile.read_json(path) or {}
             if request.idempotency_token and held.get("token") == request.idempotency_token:
                 return self._instance(h, held)
             job = held.get("tags", {}).get("cloudgpu-job", "another job")
@@ -297,7 +298,7 @@ class SSHProvider(Provider):
     def _held(self) -> list[tuple[Host, dict[str, Any]]]:
         out = []
         for h in self.hosts():
-            record = _read_json(self._reservation(h.name))
+            record = atomicfile.read_json(self._reservation(h.name))
             if record is not None:
                 out.append((h, record))
         return out
@@ -379,17 +380,3 @@ def _pinned(known_hosts: Path, h: Host) -> bool:
     except (OSError, paramiko.SSHException):
         return False
     return keys.lookup(host_label(h.host, h.port)) is not None
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _write_json(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)

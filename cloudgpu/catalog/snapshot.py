@@ -11,12 +11,12 @@ normalized (tools/convert_prices.py, the providers).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cloudgpu import atomicfile
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import CatalogError
 
@@ -85,9 +85,7 @@ def dump(data: OfferFile) -> str:
 def write(path: Path, data: OfferFile) -> None:
     """Write atomically: a crash mid-write leaves the old file, never a truncated one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(dump(data), encoding="utf-8")
-    os.replace(tmp, path)
+    atomicfile.write_text(path, dump(data))
 
 
 def _check_head(doc: Any, path: Path) -> None:

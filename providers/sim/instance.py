@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from cloudgpu import atomicfile
 from cloudgpu.errors import ProviderError
 
 # Where the instance's own directory appears inside its private mount namespace.
@@ -49,9 +50,7 @@ def read_state(d: Path) -> dict[str, Any] | None:
 
 
 def write_state(d: Path, data: dict[str, Any]) -> None:
-    tmp = d / f".state.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, state_path(d))
+    atomicfile.write_json(state_path(d), data, indent=1, sort_keys=True)
 
 
 @contextlib.contextmanager
