@@ -15,10 +15,11 @@ $(STAMP): pyproject.toml
 install: $(STAMP) sysdeps
 
 # System tools the tests and the demo use: OpenSSH server/client and rsync (a baseline
-# in the benchmarks), and Chromium (renders the HTML report in a test). Installed with apt-get when missing (CI runs as root).
+# in the benchmarks), Chromium (renders the HTML report in a test) and faketime (the
+# lifecycle tests run again a year ahead). Installed with apt-get when missing (CI runs as root).
 sysdeps:
 	@missing=""; \
-	for t in sshd:openssh-server ssh:openssh-client ssh-keygen:openssh-client rsync:rsync chromium:chromium; do \
+	for t in sshd:openssh-server ssh:openssh-client ssh-keygen:openssh-client rsync:rsync chromium:chromium faketime:faketime; do \
 	  bin=$${t%%:*}; pkg=$${t##*:}; \
 	  command -v $$bin >/dev/null 2>&1 || [ -x /usr/sbin/$$bin ] || missing="$$missing $$pkg"; \
 	done; \

@@ -154,29 +154,69 @@ def spawn(d: Path, inside: str, namespaced: bool) -> int:
         )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        with contextlib.suppress(FileNotFoundError, ValueError):
-            return int(pidfile.read_text())
+        pid = launcher_pid(d)
+        if pid is not None:
+            return pid
         time.sleep(0.01)
     raise ProviderError("sim instance launcher did not start", provider="sim")
 
 
-def alive(pid: int | None, d: Path) -> bool:
-    """Whether ``pid`` is still this instance's launcher (not a zombie, not reused)."""
+def launcher_pid(d: Path) -> int | None:
+    """The launcher's pid as it wrote it at spawn; found even when the client died
+    before recording it in state.json."""
+    try:
+        return int((d / "launcher.pid").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def start_time(pid: int | None) -> str | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22):
+    with the pid it names one process for good, across exec and pid reuse."""
+    if not pid:
+        return None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def alive(pid: int | None, d: Path, started: str | None = None) -> bool:
+    """Whether ``pid`` is still this instance's launcher (not a zombie, not reused).
+
+    With ``started`` (recorded at spawn) the pid and start time identify it. Without it,
+    the command line must name the instance directory; /proc/PID/cmdline reads empty
+    while the process is inside execve (sh -> unshare -> python at spawn), so an empty
+    read is retried rather than taken as "gone" (that race marked fresh instances
+    terminated under load).
+    """
     if not pid:
         return False
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
     if stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
         return False
-    return os.fsencode(str(d)) in cmdline
+    if started is not None:
+        return start_time(pid) == started
+    for _ in range(50):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+        if cmdline:
+            return os.fsencode(str(d)) in cmdline
+        time.sleep(0.01)
+    return False
 
 
-def kill(pid: int | None, d: Path, namespaced: bool, port: int | None) -> None:
+def kill(
+    pid: int | None, d: Path, namespaced: bool, port: int | None, started: str | None = None
+) -> None:
     """Stop the instance's whole process tree and verify it is gone."""
-    if alive(pid, d):
+    if alive(pid, d, started):
         assert pid is not None
         # Namespaced: SIGKILL of the launcher takes the namespace down (--kill-child).
         # Otherwise TERM lets the watchdog stop its sshd first.
@@ -184,7 +224,7 @@ def kill(pid: int | None, d: Path, namespaced: bool, port: int | None) -> None:
             os.kill(pid, signal.SIGKILL if namespaced else signal.SIGTERM)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        if not alive(pid, d) and not (port and _listening(port)):
+        if not alive(pid, d, started) and not (port and _listening(port)):
             return
         if not namespaced and pid and time.monotonic() > deadline - 5:
             with contextlib.suppress(ProcessLookupError):

@@ -215,8 +215,8 @@ class SimProvider(Provider):
             "idempotency_token": request.idempotency_token,
         }
         inst.write_state(d, state)
-        state["launcher_pid"] = inst.spawn(d, inside, namespaced)
-        state = inst.update_state(d, launcher_pid=state["launcher_pid"]) or state
+        pid = inst.spawn(d, inside, namespaced)
+        state = inst.update_state(d, launcher_pid=pid, launcher_start=inst.start_time(pid)) or state
         return self._instance(d, state)
 
     def describe(self, instance_id: str) -> Instance:
@@ -247,7 +247,8 @@ class SimProvider(Provider):
         st = inst.read_state(d) if d else None
         if d is None or st is None:
             return
-        inst.kill(st.get("launcher_pid"), d, bool(st.get("namespaced")), st.get("port"))
+        pid, started = self._launcher(d, st)
+        inst.kill(pid, d, bool(st.get("namespaced")), st.get("port"), started)
         with inst.locked(d / "state.lock"):
             cur = inst.read_state(d) or st
             if cur["state"] in inst.LIVE:
@@ -293,9 +294,17 @@ class SimProvider(Provider):
     def _live(self, d: Path, st: dict[str, Any]) -> bool:
         if st["state"] not in inst.LIVE:
             return False
-        if st.get("launcher_pid") is None:  # create() is between spawning and recording it
+        pid, started = self._launcher(d, st)
+        if pid is None:  # create() has not spawned it yet
             return time.time() - float(st["created_at"]) < 30
-        return inst.alive(st["launcher_pid"], d)
+        return inst.alive(pid, d, started)
+
+    def _launcher(self, d: Path, st: dict[str, Any]) -> tuple[int | None, str | None]:
+        """The launcher's pid and start time; from its own pid file when the client
+        died between spawning it and recording it."""
+        if st.get("launcher_pid") is not None:
+            return int(st["launcher_pid"]), st.get("launcher_start")
+        return inst.launcher_pid(d), None
 
     def _instance(self, d: Path, st: dict[str, Any]) -> Instance:
         offer = st["offer"]
