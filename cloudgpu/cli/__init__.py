@@ -19,6 +19,7 @@ from cloudgpu.errors import EXIT_ERROR, EXIT_INTERRUPTED, CloudGPUError, redact
 
 # name -> (module, attribute, one-line help shown by --help without importing the module)
 COMMANDS: dict[str, tuple[str, str, str]] = {
+    "init": ("cloudgpu.cli.init", "init", "Copy a starter job and its data here."),
     "offers": ("cloudgpu.cli.offers", "offers", "Compare GPU offers across providers."),
     "gpus": ("cloudgpu.cli.gpus", "gpus", "GPU specs with the cheapest price of each."),
     "catalog": ("cloudgpu.cli.catalog", "catalog", "Refresh and inspect the offer catalog."),

@@ -18,9 +18,8 @@ import click
 from cloudgpu.catalog.catalog import SourceInfo, load_catalog, write_cache
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.cli.context import App, get_app
-from cloudgpu.cli.offers import split_list, stale_days
+from cloudgpu.cli.offers import has_live_prices, split_list, stale_days
 from cloudgpu.errors import CloudGPUError, ProviderError, redact
-from cloudgpu.provider import Provider
 
 
 @click.group("catalog")
@@ -75,11 +74,6 @@ class Outcome:
     provider: str
     status: str  # "refreshed" | "skipped" | "failed"
     detail: str
-
-
-def has_live_prices(provider: Provider) -> bool:
-    """Whether the plugin overrides fetch_offers (capability, not a name check)."""
-    return type(provider).fetch_offers is not Provider.fetch_offers
 
 
 def _source_text(name: str, offers: list[Offer]) -> str:

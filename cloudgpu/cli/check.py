@@ -13,8 +13,8 @@ from typing import Any
 
 import click
 
-from cloudgpu.cli.catalog import has_live_prices
 from cloudgpu.cli.context import App, get_app
+from cloudgpu.cli.offers import has_live_prices
 from cloudgpu.errors import CloudGPUError, redact
 
 

@@ -36,6 +36,7 @@ from cloudgpu.lifecycle.output import PREFIX, JobLog
 from cloudgpu.lifecycle.run import JobRun, LaunchOptions
 from cloudgpu.lifecycle.select import Ranking, describe_offer
 from cloudgpu.planner import plan
+from cloudgpu.scaffold import copy_template, job_file_for
 from cloudgpu.spec import JobSpec, load_job
 
 SHOWN = 5  # candidates printed before launching
@@ -105,6 +106,9 @@ def launch(
 ) -> None:
     """Plan, provision, stage data, run JOB_FILE with live logs, collect outputs, tear down.
 
+    JOB_FILE may name a starter template (quickstart, finetune, batch-inference): its
+    files are copied here first unless ./NAME.yaml exists (see `cloudgpu init`).
+
     \b
     Exit status: the job's own exit code when its setup or run fails, else
       0 success, 2 bad job file or nothing fits, 4 provider error (e.g. no capacity),
@@ -115,10 +119,17 @@ def launch(
     if foreground_of is not None:
         _foreground(app, job_file, foreground_of, keep)
         return
+    job_file, template = job_file_for(job_file, Path.cwd())
     job, ranking = _plan(app, job_file, show=True)
     if dry_run:
         click.echo("dry run: nothing launched")
         return
+    if template is not None:
+        # Outputs land beside the job file: copy the template out of the package first.
+        written = copy_template(template, Path("."))
+        click.echo(f"copied template {template.name} here ({len(written)} files)", err=True)
+        job_file = str(template.job)
+        job = load_job(job_file)
     if not yes:
         if not sys.stdin.isatty():
             raise ConfigError("launching costs money: confirm with --yes when not interactive")

@@ -7,6 +7,7 @@ plugin, no cloud SDK is imported), runs the query and prints one format.
 from __future__ import annotations
 
 import difflib
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -14,11 +15,13 @@ import click
 from cloudgpu.catalog.catalog import (
     DEFAULT_STALE_DAYS,
     Catalog,
+    SourceInfo,
     bundled_providers,
     cached_providers,
     load_catalog,
 )
 from cloudgpu.catalog.gpus import load_registry
+from cloudgpu.catalog.offer import Offer
 from cloudgpu.catalog.present import OFFER_COLUMNS, OFFER_KEYS, offer_record, render
 from cloudgpu.catalog.query import (
     GROUPINGS,
@@ -29,7 +32,8 @@ from cloudgpu.catalog.query import (
     require_offers,
 )
 from cloudgpu.cli.context import App, get_app
-from cloudgpu.errors import CatalogError, ConfigError
+from cloudgpu.errors import CatalogError, CloudGPUError, ConfigError
+from cloudgpu.provider import Provider
 
 DEFAULT_LIMIT = 30
 
@@ -58,25 +62,86 @@ def stale_days(app: App, override: float | None) -> float:
     return float(value)
 
 
+def has_live_prices(provider: Provider) -> bool:
+    """Whether the plugin overrides fetch_offers (capability, not a name check)."""
+    return type(provider).fetch_offers is not Provider.fetch_offers
+
+
+def reported_offers(
+    app: App, name: str, *, strict: bool, warn: Any = None
+) -> tuple[list[Offer], SourceInfo | None]:
+    """Offers a provider with no catalog table reports itself (local, ssh, sim, or a
+    plugin's ``offers()``). ``strict`` (the user named it): a disabled provider, or one
+    whose prices come only from `catalog refresh`, is an error saying what to do; else
+    it is skipped, with ``warn`` told why a configured one failed."""
+    try:
+        provider = app.registry.get(name)
+        available = provider.availability()
+        if not available.enabled:
+            if strict:
+                raise ConfigError(f"--provider {name}: not enabled: {available.reason}")
+            return [], None
+        got = list(provider.offers())
+    except (CloudGPUError, ImportError) as exc:
+        if strict:
+            raise
+        if warn is not None:
+            warn(f"{name}: unavailable ({exc})")
+        return [], None
+    if not got and strict:
+        hint = (
+            f"run `cloudgpu catalog refresh --provider {name}` to fetch its prices"
+            if has_live_prices(provider)
+            else None
+        )
+        raise CatalogError(f"--provider {name}: the provider reports no offers", hint=hint)
+    now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    info = SourceInfo(name, f"{name}: reported by the provider", len(got), now, False, False, "")
+    return got, info
+
+
+def self_reporting(app: App, known: set[str], named: tuple[str, ...]) -> list[str]:
+    """Installed providers without a catalog table worth asking for offers: those named,
+    else those the config has a table for (asking the others would import them)."""
+    if named:
+        return [n for n in named if n not in known]
+    return [n for n in app.registry.names() if n not in known and app.config.provider(n)]
+
+
 def load_for(
     app: App,
     providers: tuple[str, ...],
     stale: float | None,
     gpus: frozenset[str] | None = None,
 ) -> Catalog:
-    """The catalog restricted to ``providers`` or, by default, to config defaults.providers."""
+    """The catalog restricted to ``providers`` or, by default, to config defaults.providers,
+    plus the offers of providers that report their own machines."""
     known = set(bundled_providers()) | set(cached_providers(app.paths))
-    unknown = [p for p in providers if p not in known]
+    installed = set(app.registry.names())
+    unknown = [p for p in providers if p not in known and p not in installed]
     if unknown:
-        close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+        close = difflib.get_close_matches(unknown[0], sorted(known | installed), n=1)
         raise ConfigError(
-            f"--provider {unknown[0]}: no offers known for it "
-            f"(catalog has {', '.join(sorted(known))})",
+            f"--provider {unknown[0]}: no such provider "
+            f"(installed: {', '.join(sorted(installed))}; "
+            f"priced in the catalog: {', '.join(sorted(known))})",
             hint=f"did you mean {close[0]}?" if close else None,
         )
     default = app.config.defaults().get("providers")
-    names = providers or (tuple(default) if isinstance(default, list) and default else None)
-    return load_catalog(app.paths, names, stale_after_days=stale_days(app, stale), gpus=gpus)
+    names = providers or (tuple(default) if isinstance(default, list) and default else ())
+    catalog = load_catalog(
+        app.paths,
+        [n for n in names if n in known] if names else None,
+        stale_after_days=stale_days(app, stale),
+        gpus=gpus,
+    )
+    warn = lambda m: click.echo(f"note: {m}", err=True)  # noqa: E731
+    for name in self_reporting(app, known, names):
+        got, info = reported_offers(app, name, strict=bool(providers), warn=warn)
+        if info is not None:
+            catalog.offers.extend(o for o in got if gpus is None or o.gpu in gpus)
+            catalog.sources[name] = info
+    return catalog
 
 
 def _market(spot: bool, on_demand: bool) -> str | None:
@@ -171,10 +236,11 @@ def _footer(catalog: Catalog, records: list[dict[str, Any]], installed: set[str]
     parts = []
     for name in shown:
         info = catalog.sources[name]
-        where = "refreshed" if info.from_cache else "snapshot"
+        where = "refreshed" if info.from_cache else "snapshot" if info.path else "reported"
         mark = " STALE" if info.stale else ""
         parts.append(f"{name}: {where} {info.observed_at[:10]} ({info.age_days:.0f} d){mark}")
-    text = f"{len(records)} offers shown. Prices: " + "; ".join(parts)
+    text = f"{len(records)} offer{'s' if len(records) != 1 else ''} shown. Prices: "
+    text += "; ".join(parts)
     compare_only = [name for name in shown if name not in installed]
     if compare_only:
         text += f"\nNo provider plugin installed for {', '.join(compare_only)}: compare only."

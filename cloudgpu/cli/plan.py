@@ -19,9 +19,11 @@ import click
 
 from cloudgpu.catalog import GpuRegistry, Offer, load_catalog, load_registry
 from cloudgpu.cli.context import App, get_app
-from cloudgpu.errors import CloudGPUError, ConfigError
+from cloudgpu.cli.offers import reported_offers
+from cloudgpu.errors import ConfigError
 from cloudgpu.planner import OBJECTIVES, Candidate, Plan, StartupHistory
 from cloudgpu.planner import plan as make_plan
+from cloudgpu.scaffold import job_file_for
 from cloudgpu.spec import load_job
 from cloudgpu.spec.model import GpuRequest, JobSpec, Resources
 
@@ -230,17 +232,13 @@ def gather_offers(app: App, job: JobSpec) -> list[Offer]:
     catalog = load_catalog(app.paths)
     offers = list(catalog.offers)
     wanted = job.resources.providers
+    warn = lambda m: click.echo(f"note: {m}", err=True)  # noqa: E731
     for name in app.registry.names():
         if name in catalog.sources or (wanted and name not in wanted):
             continue
         if name not in wanted and name != "local" and not app.config.provider(name):
             continue
-        try:
-            provider = app.registry.get(name)
-            if provider.availability().enabled:
-                offers += provider.offers()
-        except (CloudGPUError, ImportError) as exc:
-            click.echo(f"note: {name}: unavailable ({exc})", err=True)
+        offers += reported_offers(app, name, strict=False, warn=warn)[0]
     return offers
 
 
@@ -285,8 +283,9 @@ def _common(func: F) -> F:
 def plan_cmd(job_file: str, objective: str, as_json: bool, limit: int, all_rows: bool) -> None:
     """Rank the machines that fit JOB_FILE by estimated total cost.
 
-    Without a workload: block the offers that meet resources: are ranked by $/hour.
-    With one, each machine is sized (memory per GPU, layout), timed and costed:
+    JOB_FILE may also name a starter template (quickstart, finetune, batch-inference).
+    Without a `workload:` block, the offers that meet `resources:` are ranked by $/hour;
+    with one, each machine is sized (memory per GPU, layout), timed and costed:
 
     \b
       workload:
@@ -300,7 +299,7 @@ def plan_cmd(job_file: str, objective: str, as_json: bool, limit: int, all_rows:
     data stalls and, on spot, an interruption allowance.
     """
     app = get_app()
-    job = load_job(job_file)
+    job = load_job(job_file_for(job_file, Path.cwd())[0])
     registry = load_registry()
     result = make_plan(
         job,

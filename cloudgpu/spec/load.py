@@ -106,7 +106,12 @@ def load_job(path: str | os.PathLike[str]) -> JobSpec:
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise SpecError("job file not found", file=str(p)) from None
+        raise SpecError(
+            "job file not found",
+            file=str(p),
+            hint="`cloudgpu init` writes a starter job here (`cloudgpu init --list` shows "
+            "them); `cloudgpu launch quickstart` runs the smallest one",
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"cannot read job file: {exc}", file=str(p)) from None
     return parse_job(text, file=str(p), base_dir=str(p.resolve().parent))

@@ -96,6 +96,15 @@ class StaticCloud(_Base):
     name: ClassVar[str] = "staticcloud"
 
 
+class OwnBoxes(_Base):
+    """Reports its own machines (as local, ssh and sim do): no catalog table needed."""
+
+    name: ClassVar[str] = "ownboxes"
+
+    def offers(self) -> list[Offer]:
+        return [_offer("ownboxes", 3.0)]
+
+
 class BrokenCloud(_Base):
     """Stands for a plugin whose module fails to import (its SDK missing)."""
 
@@ -106,7 +115,8 @@ class BrokenCloud(_Base):
 
 
 FAKES: dict[str, type[Provider]] = {
-    cls.name: cls for cls in (GoodCloud, LockedCloud, BusyCloud, OffCloud, StaticCloud, BrokenCloud)
+    cls.name: cls
+    for cls in (GoodCloud, LockedCloud, BusyCloud, OffCloud, StaticCloud, BrokenCloud, OwnBoxes)
 }
 
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 
 from cloudgpu.catalog.catalog import cache_path, load_catalog, write_cache
 from cloudgpu.cli import cli
-from cloudgpu.errors import ProviderError
+from cloudgpu.errors import CatalogError, ConfigError, ProviderError
 
 from .fakes import _offer, fake_app
 
@@ -112,3 +112,25 @@ def test_refresh_subprocess_without_credentials(tmp_path: Path) -> None:
     assert "aws      skipped   not enabled" in proc.stdout
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "cache" / "catalog" / "aws.json").exists()
+
+
+def test_offers_names_a_plugin_without_catalog_table(cloudgpu_home: Path) -> None:
+    rows = json.loads(invoke(cloudgpu_home, "offers", "--provider", "ownboxes", "--json").stdout)
+    assert [(r["provider"], r["price_per_hour"]) for r in rows] == [("ownboxes", 3.0)]
+    res = invoke(cloudgpu_home, "offers", "--provider", "goodcloud")
+    assert isinstance(res.exception, CatalogError) and res.exception.exit_code == 2
+    assert "run `cloudgpu catalog refresh --provider goodcloud`" in (res.exception.hint or "")
+    res = invoke(cloudgpu_home, "offers", "--provider", "offcloud")
+    assert isinstance(res.exception, ConfigError) and res.exception.exit_code == 2
+    assert "not enabled: no OFF_TOKEN set" in str(res.exception)
+
+
+def test_offers_provider_local_and_sim_as_a_subprocess(cloudgpu_home: Path) -> None:
+    env = {**os.environ, "CLOUDGPU_HOME": str(cloudgpu_home), "CLOUDGPU_SIM": "1"}
+    for name in ("local", "sim"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "cloudgpu", "offers", "--provider", name, "--json"],
+            capture_output=True, text=True, env=env, check=False, timeout=60,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert {r["provider"] for r in json.loads(proc.stdout)} == {name}

@@ -105,7 +105,7 @@ def test_cheapest_per_provider() -> None:
             "no offers left: --max-price 0.05 removed the last",
         ),
         (["--gpu", "P4"], "no offers left: --gpu P4 matches none"),
-        (["--provider", "awz"], "--provider awz: no offers known"),
+        (["--provider", "awz"], "--provider awz: no such provider"),
         (["--cpus", "many"], "--cpus: 'many' is not a number"),
         (["--json", "--csv"], "choose one output format"),
     ],
