@@ -1,8 +1,9 @@
 """Move a job's files: data onto the instance's NVMe, checkpoints both ways, outputs back.
 
 Local directories go through Machine.put_dir (one stream, unchanged files skipped,
-integrity checked); ``s3://`` sources are first mirrored into the cache dir with boto3
-(cloudgpu.lifecycle.s3) and then sent the same way. Progress goes to the sink.
+integrity checked). Remote sources (``s3://``, ``gs://``, ``az://``, ``https://``) are
+pulled by the instance itself with URLs this machine signs (cloudgpu.data.pull): their
+bytes never pass through here. Progress goes to the sink.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from cloudgpu.errors import RemoteError
-from cloudgpu.lifecycle import s3
+from cloudgpu.data import pull, uri
+from cloudgpu.data.select import selector_for
+from cloudgpu.data.stores import open_store
+from cloudgpu.errors import ConfigError, RemoteError
 from cloudgpu.lifecycle.output import Sink, human_bytes
 from cloudgpu.remote import Machine, ProgressFn, TransferStats
-from cloudgpu.spec.model import JobSpec
+from cloudgpu.spec.model import DataItem, JobSpec
 
 
 def on_instance(machine: Machine, path: str) -> str:
@@ -27,11 +30,6 @@ def on_instance(machine: Machine, path: str) -> str:
 
 def local_source(job: JobSpec, src: str) -> Path:
     return Path(job.base_dir or ".", os.path.expanduser(src))
-
-
-def s3_cache_dir(cache_dir: Path, uri: str) -> Path:
-    bucket, prefix = s3.split_uri(uri)
-    return cache_dir / "s3" / bucket / (prefix.strip("/") or "_root")
 
 
 def bar(sink: Sink, label: str) -> ProgressFn:
@@ -48,12 +46,10 @@ def stage_data(
 ) -> TransferStats:
     total = TransferStats()
     for item in job.data:
-        if item.src.startswith("s3://"):
-            src = s3_cache_dir(cache_dir, item.src)
-            got = s3.pull(item.src, src, env, bar(sink, f"pulling {item.src}"))
-            sink.info(f"{item.src}: {human_bytes(got)} downloaded (cache {src})")
-        else:
-            src = local_source(job, item.src)
+        if uri.is_remote(item.src):
+            total = total.add(pull_remote(machine, job, item, sink, env))
+            continue
+        src = local_source(job, item.src)
         label = f"staging {item.src} -> {item.dst}"
         if src.is_dir():
             stats = machine.put_dir(src, on_instance(machine, item.dst), progress=bar(sink, label))
@@ -65,6 +61,48 @@ def stage_data(
         )
         total = total.add(stats)
     return total
+
+
+def pull_remote(
+    machine: Machine, job: JobSpec, item: DataItem, sink: Sink, env: Mapping[str, str]
+) -> TransferStats:
+    """Have the instance pull one remote source; report objects/s and bytes/s."""
+    try:
+        selector = selector_for(item.exclude, Path(job.base_dir or "."))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    source = uri.parse(item.src)
+    store = open_store(source, env)
+    listing = pull.list_source_with(source, store, selector)
+    for note in listing.notes:
+        sink.info(f"{source}: {note}")
+    excluded = f", {listing.excluded} excluded" if listing.excluded else ""
+    sink.info(
+        f"{source}: {len(listing.objects)} object(s), {human_bytes(listing.bytes)}{excluded}; "
+        "pulling on the instance"
+    )
+    dest = on_instance(machine, item.dst)
+    stats = pull.pull(
+        machine,
+        listing,
+        store,
+        dest,
+        progress=bar(sink, f"pulling {source} -> {item.dst}"),
+        workers=item.workers or pull.DEFAULT_WORKERS,
+    )
+    resumed = f", {human_bytes(stats.resumed_bytes)} resumed" if stats.resumed_bytes else ""
+    sink.info(
+        f"{item.dst}: {stats.objects} object(s) pulled ({human_bytes(stats.bytes)}{resumed}), "
+        f"{stats.skipped} unchanged; {stats.objects_per_s:,.0f} objects/s, "
+        f"{human_bytes(stats.bytes_per_s)}/s"
+    )
+    return TransferStats(
+        files_sent=stats.objects,
+        bytes_sent=stats.bytes,
+        files_skipped=stats.skipped,
+        bytes_skipped=stats.skipped_bytes,
+        seconds=stats.seconds,
+    )
 
 
 def checkpoint_dir(data_dir: Path, job_id: str) -> Path:

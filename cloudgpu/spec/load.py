@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from cloudgpu.data.uri import parse as parse_uri
 from cloudgpu.errors import SpecError
 from cloudgpu.spec import schema
 from cloudgpu.spec.model import DataItem, JobSpec, Limits, OutputItem, Resources
@@ -29,8 +30,6 @@ from cloudgpu.spec.units import (
 T = TypeVar("T")
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-REMOTE_SCHEMES = ("s3://",)
-UNSUPPORTED_SCHEMES = ("gs://", "az://", "http://", "https://")
 Node = yaml.Node
 
 
@@ -238,38 +237,31 @@ def _workload(doc: _Doc, node: Node) -> dict[str, Any]:
     return {k: doc.scalar(v, f"workload.{k}") for k, (_, v) in m.items()}
 
 
-def _copies(doc: _Doc, node: Node, key: str) -> list[tuple[str, str, Node, Node]]:
+def _copies(
+    doc: _Doc, node: Node, key: str, allowed: Mapping[str, Any]
+) -> list[tuple[dict[str, tuple[Node, Node]], str, str]]:
     out = []
     for i, item in enumerate(doc.sequence(node, key)):
         ikey = f"{key}[{i}]"
-        m = doc.mapping(item, ikey, dict.fromkeys(schema.COPY_KEYS))
+        m = doc.mapping(item, ikey, allowed)
         for req in schema.COPY_KEYS:
             if req not in m:
                 raise doc.err(item, f"{ikey}.{req}", f"missing required key '{req}'")
-        src_node, dst_node = m["src"][1], m["dst"][1]
-        out.append(
-            (
-                doc.text(src_node, f"{ikey}.src"),
-                doc.text(dst_node, f"{ikey}.dst"),
-                src_node,
-                dst_node,
-            )
-        )
+        out.append((m, doc.text(m["src"][1], f"{ikey}.src"), doc.text(m["dst"][1], f"{ikey}.dst")))
     return out
 
 
 def _data(doc: _Doc, node: Node, base_dir: str) -> tuple[DataItem, ...]:
     items = []
-    for i, (src, dst, src_node, dst_node) in enumerate(_copies(doc, node, "data")):
+    for i, (m, src, dst) in enumerate(_copies(doc, node, "data", schema.DATA_ITEM)):
         key = f"data[{i}]"
-        if src.startswith(UNSUPPORTED_SCHEMES):
-            raise doc.err(
-                src_node,
-                f"{key}.src",
-                f"{src.split(':')[0]}:// sources are not supported yet; "
-                "expected a local path or s3://bucket/prefix",
-            )
-        if not src.startswith(REMOTE_SCHEMES):
+        src_node = m["src"][1]
+        if "://" in src:
+            try:
+                parse_uri(src)
+            except ValueError as exc:
+                raise doc.err(src_node, f"{key}.src", str(exc)) from None
+        else:
             local = Path(base_dir, os.path.expanduser(src))
             if not local.exists():
                 raise doc.err(
@@ -278,16 +270,49 @@ def _data(doc: _Doc, node: Node, base_dir: str) -> tuple[DataItem, ...]:
                     f"local path does not exist: {local}",
                     hint="paths are relative to the job file's directory",
                 )
-        elif len(src) <= len("s3://") or src[5:].startswith("/"):
-            raise doc.err(src_node, f"{key}.src", "expected s3://bucket[/prefix]")
-        items.append(DataItem(src=src, dst=_abs_text(doc, dst_node, dst, f"{key}.dst")))
+        items.append(
+            DataItem(
+                src=src,
+                dst=_abs_text(doc, m["dst"][1], dst, f"{key}.dst"),
+                exclude=tuple(_str_list(doc, m["exclude"][1], f"{key}.exclude"))
+                if "exclude" in m
+                else (),
+                pack=_flag(doc, m["pack"][1], f"{key}.pack") if "pack" in m else False,
+                workers=_workers(doc, m["workers"][1], f"{key}.workers")
+                if "workers" in m
+                else None,
+            )
+        )
+        if items[-1].pack and "://" in src:
+            raise doc.err(m["pack"][1], f"{key}.pack", "pack: true is for local directories only")
     return tuple(items)
+
+
+def _flag(doc: _Doc, node: Node, key: str) -> bool:
+    value = doc.scalar(node, key)
+    if not isinstance(value, bool):
+        raise doc.err(node, key, f"expected true or false, got {value!r}")
+    return value
+
+
+def _workers(doc: _Doc, node: Node, key: str) -> int:
+    value = doc.scalar(node, key)
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 256:
+        raise doc.err(node, key, f"expected a whole number from 1 to 256, got {value!r}")
+    return value
 
 
 def _outputs(doc: _Doc, node: Node) -> tuple[OutputItem, ...]:
     out = []
-    for i, (src, dst, src_node, _dst_node) in enumerate(_copies(doc, node, "outputs")):
-        out.append(OutputItem(src=_abs_text(doc, src_node, src, f"outputs[{i}].src"), dst=dst))
+    copy_keys = dict.fromkeys(schema.COPY_KEYS)
+    for i, (m, src, dst) in enumerate(_copies(doc, node, "outputs", copy_keys)):
+        if "://" in dst:
+            raise doc.err(
+                m["dst"][1],
+                f"outputs[{i}].dst",
+                "object-store outputs are not supported yet; expected a local path",
+            )
+        out.append(OutputItem(src=_abs_text(doc, m["src"][1], src, f"outputs[{i}].src"), dst=dst))
     return tuple(out)
 
 

@@ -38,8 +38,11 @@ class Resources:
 
 @dataclass(frozen=True)
 class DataItem:
-    src: str  # local path or s3:// URI
+    src: str  # local path, or s3:// gs:// az:// https:// (cloudgpu.data.uri)
     dst: str  # path on the instance (usually under /nvme)
+    exclude: tuple[str, ...] = ()  # gitignore-style patterns (cloudgpu.data.select)
+    pack: bool = False  # local trees: shards for transfer, unpacked on the instance
+    workers: int | None = None  # remote sources: parallel fetches on the instance
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,36 @@ _COPY = {
     "required": ["src", "dst"],
     "properties": {"src": {"type": "string"}, "dst": {"type": "string"}},
 }
+# A data item: a copy plus what to leave out and how to move it (cloudgpu.data).
+DATA_ITEM: dict[str, Any] = {
+    "src": {
+        "type": "string",
+        "description": "local path, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, "
+        "az://ACCOUNT/CONTAINER/PREFIX or https://HOST/PATH",
+    },
+    "dst": {"type": "string", "description": "path on the instance, e.g. /nvme/data"},
+    "exclude": {
+        "type": ["string", "array"],
+        "items": {"type": "string"},
+        "description": "gitignore-style patterns to leave out (also read: .cloudgpuignore)",
+    },
+    "pack": {
+        "type": "boolean",
+        "description": "local trees: send many small files as large shards, unpacked in parallel",
+    },
+    "workers": {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 256,
+        "description": "remote sources: objects fetched at once on the instance (default 32)",
+    },
+}
+_DATA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["src", "dst"],
+    "properties": DATA_ITEM,
+}
 
 RESOURCES: dict[str, Any] = {
     "gpu": {
@@ -51,7 +81,11 @@ TOP: dict[str, Any] = {
     "name": {"type": "string", "pattern": r"^[a-z0-9][a-z0-9-]{0,62}$"},
     "resources": {"type": "object", "additionalProperties": False, "properties": RESOURCES},
     "workload": {"type": "object", "description": "sizes and times the job (see `plan`)"},
-    "data": {"type": "array", "items": _COPY, "description": "local paths or s3:// to /nvme"},
+    "data": {
+        "type": "array",
+        "items": _DATA,
+        "description": "local paths or s3:// gs:// az:// https:// sources, pulled onto /nvme",
+    },
     "setup": {"type": "string", "description": "shell run once before `run`"},
     "run": {"type": "string", "description": "the job's command (bash)"},
     "outputs": {"type": "array", "items": _COPY, "description": "instance paths to bring back"},

@@ -1,4 +1,5 @@
-"""s3:// data staged through boto3 against moto's server mode on loopback."""
+"""s3:// data pulled by the instance (here: the local provider) from moto's server mode on
+loopback, with URLs the client signs."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ from pathlib import Path
 import boto3
 import pytest
 
-from cloudgpu.errors import NotFoundError
-from cloudgpu.lifecycle import s3
 from tests.lifecycle.helpers import job_file, main_exit
 from tests.providers.aws_fixtures.servers import moto_server
 
@@ -44,17 +43,6 @@ def bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
         yield env
 
 
-def test_pull_mirrors_prefix_and_skips_unchanged(bucket: dict[str, str], tmp_path: Path) -> None:
-    seen: list[tuple[int, int]] = []
-    got = s3.pull("s3://training/sets/v1", tmp_path / "m", bucket, lambda d, t: seen.append((d, t)))
-    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [f"part-{i}.txt" for i in range(5)]
-    assert got == sum(len(f"line {i}\n") * (i + 1) for i in range(5))
-    assert seen[-1][0] == seen[-1][1] == got
-    assert s3.pull("s3://training/sets/v1", tmp_path / "m", bucket) == 0  # nothing changed
-    with pytest.raises(NotFoundError, match="no objects"):
-        s3.pull("s3://training/nothing/here", tmp_path / "n", bucket)
-
-
 def test_launch_with_s3_data_on_local(bucket: dict[str, str], tmp_path: Path) -> None:
     job = job_file(
         tmp_path,
@@ -68,7 +56,7 @@ run: cat $CLOUDGPU_NVME/data/part-*.txt | wc -l
     code, out, err = main_exit(["launch", str(job), "--yes"])
     assert code == 0, err
     assert out.strip().splitlines()[-1].strip() == "15"
-    assert "s3://training/sets/v1:" in err and "downloaded" in err
+    assert "s3://training/sets/v1: 5 object(s)" in err and "5 object(s) pulled" in err
 
 
 def test_missing_bucket_is_one_line(bucket: dict[str, str], tmp_path: Path) -> None:
