@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install sysdeps test test-fast lint demo bench clean
+.PHONY: install sysdeps tools test test-fast lint demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -12,7 +12,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[all,dev]'
 	touch $(STAMP)
 
-install: $(STAMP) sysdeps
+install: $(STAMP) sysdeps tools
+
+# Test tools from the npm registry: Azurite (Azure Storage emulator) for the az:// tests.
+AZURITE := tools/azurite/node_modules/.bin/azurite-blob
+tools: $(AZURITE)
+$(AZURITE): tools/azurite/package.json
+	@command -v npm >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm >/dev/null; }
+	cd tools/azurite && npm install --no-audit --no-fund --loglevel=error
+	touch $(AZURITE)
 
 # System tools the tests and the demo use: OpenSSH server/client and rsync (a baseline
 # in the benchmarks), Chromium (renders the HTML report in a test) and faketime (the

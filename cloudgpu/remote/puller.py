@@ -494,6 +494,11 @@ class Pull:
                 self._failed(Fail(f"{exc.filename or ''}: {exc.strerror or exc}", EXIT_IO))
 
     def _failed(self, exc: Fail) -> None:
+        expires = float(self.m.get("expires_at") or 0)
+        if exc.code == EXIT_AUTH and expires and time.time() > expires - 60:
+            # Some stores (Azurite, and Azure without error details) say only "denied"
+            # when a SAS has run out: past the window, that is what it means.
+            exc = Fail(f"signed URL expired at {_utc(expires)}: {exc}", EXIT_EXPIRED)
         with self.lock:
             if self.fail is None:
                 self.fail = exc
@@ -609,6 +614,10 @@ class Big:
         os.replace(self.part, self.path)
         _unlink(self.sidecar)
         self.pull.finished(self.obj, self.path)
+
+
+def _utc(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 def _unlink(path: str) -> None:
