@@ -116,7 +116,12 @@ def test_duplicate_key(tmp_path: Path) -> None:
         ("data:\n  - {src: s3://bkt/x, dst: /n, pack: true}\n", "data[0].pack", 4, "local"),
         ("data:\n  - {src: s3://bkt/x, dst: /n, workers: 0}\n", "data[0].workers", 4, "1 to 256"),
         ("data:\n  - {src: s3://bkt/x, dst: /n, exclude: {a: 1}}\n", "data[0].exclude", 4, "list"),
-        ("data:\n  - {src: s3://bkt/x, dst: /n, excludes: [a]}\n", "data[0].excludes", 4, "exclude"),
+        (
+            "data:\n  - {src: s3://bkt/x, dst: /n, excludes: [a]}\n",
+            "data[0].excludes",
+            4,
+            "exclude",
+        ),
         ("name2: z\n", "name2", 3, "did you mean 'name'"),
     ],
 )
