@@ -42,6 +42,7 @@ _LINK = struct.Struct("!II")  # path length, target length
 _DIR = struct.Struct("!II")  # path length, mode
 LENGTH = struct.Struct("!Q")
 CHUNK = 1 << 20
+MAX_MANIFEST = 1 << 30  # ~10 million paths
 EXIT_INTEGRITY, EXIT_IO = 3, 4
 
 # path -> (kind b"f"/b"l"/b"d", size, mtime_ns, mode); the root itself is b"".
@@ -54,6 +55,10 @@ class SyncError(Exception):
     def __init__(self, message: str, code: int) -> None:
         super().__init__(message)
         self.code = code
+
+
+def corrupt(what: str) -> SyncError:
+    return SyncError(f"integrity check failed: {what}", EXIT_INTEGRITY)
 
 
 def _entry(st: os.stat_result) -> tuple[bytes, int, int, int] | None:
@@ -102,13 +107,27 @@ def encode_manifest(m: Manifest) -> bytes:
 
 
 def decode_manifest(data: bytes) -> dict[bytes, tuple[bytes, int, int]]:
-    """path -> (kind, size, mtime in whole seconds)."""
+    """path -> (kind, size, mtime in whole seconds); bounded, whatever the peer sent."""
     out: dict[bytes, tuple[bytes, int, int]] = {}
-    raw = zlib.decompress(data) if data else b""
-    for rec in raw.split(b"\0") if raw else ():
-        size, mtime, path = rec[1:].split(b" ", 2)
-        out[path] = (rec[:1], int(size), int(mtime))
+    try:
+        z = zlib.decompressobj()
+        raw = z.decompress(data, MAX_MANIFEST) if data else b""
+        if z.unconsumed_tail:
+            raise corrupt(f"a manifest over {MAX_MANIFEST} bytes")
+        for rec in raw.split(b"\0") if raw else ():
+            size, mtime, path = rec[1:].split(b" ", 2)
+            out[path] = (rec[:1], int(size), int(mtime))
+    except (zlib.error, ValueError) as exc:
+        raise corrupt(f"unreadable manifest ({exc})") from exc
     return out
+
+
+def read_manifest(r: Reader) -> dict[bytes, tuple[bytes, int, int]]:
+    """A length-prefixed manifest from ``r`` (not hashed: it precedes the stream)."""
+    (n,) = LENGTH.unpack(r.take(LENGTH.size, hashed=False))
+    if n > MAX_MANIFEST:
+        raise corrupt(f"a manifest of {n} bytes")
+    return decode_manifest(r.take(n, hashed=False))
 
 
 def changed(local: Manifest, remote: dict[bytes, tuple[bytes, int, int]]) -> list[bytes]:
@@ -231,93 +250,231 @@ class Reader:
 def unpack(
     root: bytes, r: Reader, on_data: Callable[[int, int], None] | None = None
 ) -> dict[str, int]:
-    """Write a stream under ``root``; verify its trailer; return what it held."""
+    """Write a stream under ``root``; verify its trailer; return what it held.
+
+    Every file and symlink is written under a temporary name beside its destination and
+    renamed into place only after the whole stream verified: a cut, corrupt or hostile
+    stream leaves every file the destination already had as it was.
+    """
     if r.take(len(MAGIC)) != MAGIC:
         raise SyncError("not a cloudgpu sync stream", EXIT_INTEGRITY)
     count, total, skip_files, skip_bytes = _PRE.unpack(r.take(_PRE.size))
-    written: list[bytes] = []
+    dest = Dest(root)
     done = files = 0
-    made: set[bytes] = set()
     try:
+        dest.check_space(total)
         for _ in range(count):
-            n = _unpack_one(root, r, written, made)
+            n = _unpack_one(dest, r)
             if n >= 0:
                 files += 1
                 done += n
+                if done > total:
+                    raise corrupt("more bytes than announced")
             if on_data:
                 on_data(done, total)
         tag = r.take(1, hashed=False)
         digest = r.hash.digest()
         if tag != b"E" or r.take(32, hashed=False) != digest:
-            raise SyncError(
-                "integrity check failed: received data does not match what was sent", EXIT_INTEGRITY
-            )
-    except SyncError as exc:
-        if exc.code == EXIT_INTEGRITY:
-            for p in written:
-                try:
-                    os.unlink(p)
-                except OSError:
-                    pass
-        raise
+            raise corrupt("received data does not match what was sent")
+        dest.commit()
+    finally:
+        dest.close()  # removes whatever was not committed
     return {"files": files, "bytes": done, "skipped_files": skip_files, "skipped_bytes": skip_bytes}
 
 
-def _target(root: bytes, path: bytes, made: set[bytes]) -> bytes:
-    full = os.path.join(root, path) if path else root
-    parent = os.path.dirname(full)
-    if parent and parent not in made:
-        os.makedirs(parent, exist_ok=True)
-        made.add(parent)
-    return full
+class Dest:
+    """The receiving tree. Paths are walked one component at a time from the root's
+    directory fd with O_NOFOLLOW: nothing is ever written through a symlink, whoever
+    made it. ``root`` itself is the caller's choice and is followed."""
+
+    def __init__(self, root: bytes) -> None:
+        self.root = root
+        self.fd: int | None = None
+        self.chain: list[tuple[bytes, int]] = []  # open directory fds below the root
+        self.pending: list[tuple[tuple[bytes, ...], bytes, bytes]] = []  # parent, tmp, name
+        self.seq = 0
+
+    def check_space(self, total: int) -> None:
+        probe = self.root
+        while probe and not os.path.exists(probe):
+            probe = os.path.dirname(probe)
+        try:
+            st = os.statvfs(probe or b".")
+        except OSError:
+            return
+        free = st.f_bavail * st.f_frsize
+        if total > free:
+            raise SyncError(
+                f"No space left on device: {total} bytes to write, {free} free", EXIT_IO
+            )
+
+    def _root_fd(self, as_dir: bool) -> int:
+        if self.fd is None:
+            top = self.root if as_dir else os.path.dirname(self.root) or b"."
+            os.makedirs(top, exist_ok=True)
+            self.fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+        return self.fd
+
+    def parent(self, path: bytes) -> tuple[int, bytes, tuple[bytes, ...]]:
+        """(fd of the directory holding ``path``, its last component, the parent's parts)."""
+        if not path:  # the root itself is a file: a single-file transfer
+            return self._root_fd(False), os.path.basename(self.root), ()
+        parts = tuple(path.split(b"/"))
+        return self._walk(parts[:-1]), parts[-1], parts[:-1]
+
+    def _walk(self, parts: tuple[bytes, ...]) -> int:
+        fd = self._root_fd(True)
+        keep = 0
+        while keep < min(len(self.chain), len(parts)) and self.chain[keep][0] == parts[keep]:
+            keep += 1
+        for _, old in self.chain[keep:]:
+            os.close(old)
+        del self.chain[keep:]
+        if self.chain:
+            fd = self.chain[-1][1]
+        for name in parts[keep:]:
+            fd = _open_dir(fd, name)
+            self.chain.append((name, fd))
+        return fd
+
+    def temp(self, parent: int, name: bytes) -> bytes:
+        if _kind_at(parent, name) == b"d":
+            raise SyncError(f"{os.fsdecode(name)}: a directory is in the way here", EXIT_IO)
+        self.seq += 1
+        return b".cgpu-%d-%d.part" % (os.getpid(), self.seq)
+
+    def directory(self, path: bytes, mode: int) -> None:
+        if not path:
+            self._root_fd(True)
+            return
+        fd, name, _ = self.parent(path)
+        kind = _kind_at(fd, name)
+        if kind == b"l":  # the sender has a directory here now: replace the link itself
+            os.unlink(name, dir_fd=fd)
+        elif kind == b"f":
+            raise SyncError(f"{os.fsdecode(path)}: a file is in the way here", EXIT_IO)
+        if kind != b"d":
+            os.mkdir(name, 0o700, dir_fd=fd)
+        sub = _open_dir(fd, name)
+        try:
+            os.fchmod(sub, (mode & 0o777) | 0o700)
+        finally:
+            os.close(sub)
+
+    def commit(self) -> None:
+        for i, (parts, tmp, name) in enumerate(self.pending):
+            fd = self._walk(parts)
+            try:
+                os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            except BaseException:
+                del self.pending[:i]  # close() removes the rest
+                raise
+        self.pending = []
+
+    def close(self) -> None:
+        for parts, tmp, _ in self.pending:
+            try:
+                os.unlink(tmp, dir_fd=self._walk(parts))
+            except (OSError, SyncError):
+                pass
+        self.pending = []
+        for _, fd in self.chain:
+            os.close(fd)
+        self.chain = []
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
-def _unpack_one(root: bytes, r: Reader, written: list[bytes], made: set[bytes]) -> int:
-    """Write one entry; returns a file's size, or -1 for a directory or symlink."""
+def _open_dir(parent: int, name: bytes) -> int:
+    """A directory below ``parent``, made if missing; never a symlink to one."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    try:
+        return os.open(name, flags, dir_fd=parent)
+    except FileNotFoundError:
+        os.mkdir(name, 0o700, dir_fd=parent)
+        return os.open(name, flags, dir_fd=parent)
+    except (NotADirectoryError, OSError) as exc:
+        if _kind_at(parent, name) == b"l":
+            raise SyncError(
+                f"refusing to write through the symlink {os.fsdecode(name)}", EXIT_INTEGRITY
+            ) from exc
+        raise
+
+
+def _kind_at(parent: int, name: bytes) -> bytes | None:
+    try:
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    e = _entry(st)
+    return e[0] if e else b"?"
+
+
+def _unpack_one(dest: Dest, r: Reader) -> int:
+    """Stage one entry; returns a file's size, or -1 for a directory or symlink."""
     tag = r.take(1)
     if tag == b"F":
         plen, mode, mtime, size = _FILE.unpack(r.take(_FILE.size))
-        full = _target(root, _safe(r.take(plen)), made)
-        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        written.append(full)
+        path = _safe(r.take(_bounded(plen)), root_ok=True)
+        fd_dir, name, parts = dest.parent(path)
+        tmp = dest.temp(fd_dir, name)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        fd = os.open(tmp, flags, 0o600, dir_fd=fd_dir)
+        dest.pending.append((parts, tmp, name))
         try:
             left = size
             while left > 0:
                 piece = r.take_some(left)
-                _write_all(fd, piece)
+                write_all(fd, piece)
                 left -= len(piece)
-            os.fchmod(fd, mode)
+            os.fchmod(fd, mode & 0o777)  # never setuid/setgid from a stream
             os.utime(fd, ns=(mtime, mtime))
         finally:
             os.close(fd)
         return size
     if tag == b"D":
         plen, mode = _DIR.unpack(r.take(_DIR.size))
-        full = _target(root, _safe(r.take(plen)), made)
-        os.makedirs(full, exist_ok=True)
-        made.add(full)
-        os.chmod(full, mode | 0o700)
+        dest.directory(_safe(r.take(_bounded(plen)), root_ok=True), mode)
         return -1
     if tag == b"L":
         plen, tlen = _LINK.unpack(r.take(_LINK.size))
-        full = _target(root, _safe(r.take(plen)), made)
-        target = r.take(tlen)
-        if os.path.lexists(full):
-            os.unlink(full)
-        os.symlink(target, full)
+        path = _safe(r.take(_bounded(plen)), root_ok=False)
+        target = r.take(_bounded(tlen))
+        if b"\0" in target or not target:
+            raise corrupt(f"bad link target {target!r}")
+        fd_dir, name, parts = dest.parent(path)
+        tmp = dest.temp(fd_dir, name)
+        os.symlink(target, tmp, dir_fd=fd_dir)  # recreated as a link, never followed
+        dest.pending.append((parts, tmp, name))
         return -1
-    raise SyncError(f"integrity check failed: bad entry tag {tag!r}", EXIT_INTEGRITY)
+    raise corrupt(f"bad entry tag {tag!r}")
 
 
-def _write_all(fd: int, data: bytes) -> None:
+MAX_PATH = 4096
+
+
+def _bounded(n: int) -> int:
+    if n > MAX_PATH:
+        raise corrupt(f"a path of {n} bytes")
+    return n
+
+
+def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
 
 
-def _safe(path: bytes) -> bytes:
-    """Refuse paths that would escape the destination root."""
-    if path.startswith(b"/") or b".." in path.split(b"/"):
+def _safe(path: bytes, *, root_ok: bool) -> bytes:
+    """Refuse paths that could leave the destination: absolute, ``..``, ``.``, empty
+    components, NUL; the root itself (empty path) only where ``root_ok``."""
+    parts = path.split(b"/")
+    if (
+        (not path and not root_ok)
+        or (path and any(p in (b"", b".", b"..") or len(p) > 255 for p in parts))
+        or b"\0" in path
+    ):
         raise SyncError(f"refusing unsafe path {path!r}", EXIT_INTEGRITY)
     return path
 
@@ -338,7 +495,7 @@ def big_pipe(fd: int) -> None:
 
 
 def _stdout_sink(b: bytes) -> None:
-    _write_all(1, b)
+    write_all(1, b)
 
 
 def main(argv: list[str]) -> int:
@@ -353,9 +510,7 @@ def main(argv: list[str]) -> int:
             result = unpack(root, Reader(iter_stdin()))
             _stdout_sink(json.dumps(result).encode() + b"\n")
         else:
-            r = Reader(iter_stdin())
-            (n,) = LENGTH.unpack(r.take(LENGTH.size))
-            peer = decode_manifest(r.take(n))
+            peer = read_manifest(Reader(iter_stdin()))
             local = scan(root)
             if not local:
                 raise SyncError(f"{argv[1]}: no such file or directory", EXIT_IO)

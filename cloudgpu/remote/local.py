@@ -165,34 +165,44 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def copy_tree(src: Path, dst: Path, progress: ProgressFn | None) -> TransferStats:
-    """Copy a file or tree, skipping files whose kind, size and mtime already match."""
+    """Copy a file or tree, skipping files whose kind, size and mtime already match.
+
+    The same stream as a remote sync, through a pipe: the job may have left symlinks
+    in its outputs, and the receiving side never writes through one, never replaces a
+    file before the whole copy verified.
+    """
     t0 = time.perf_counter()
     mine = agent.scan(os.fsencode(src))
     if not mine:
         raise RemoteError(f"{src}: no such file or directory")
     theirs = agent.decode_manifest(agent.encode_manifest(agent.scan(os.fsencode(dst))))
-    paths = sorted(agent.changed(mine, theirs))
-    total = sum(mine[p][1] for p in paths)
-    done = 0
+    paths = agent.changed(mine, theirs)
+    r, w = os.pipe()
+    failed: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            agent.pack(os.fsencode(src), mine, paths, agent.Writer(lambda b: agent.write_all(w, b)))
+        except (OSError, agent.SyncError) as exc:
+            failed.append(exc)
+        finally:
+            os.close(w)
+
+    sender = threading.Thread(target=send, name="cloudgpu-copy", daemon=True)
+    sender.start()
     try:
-        for p in paths:
-            kind = mine[p][0]
-            s, d = (src / os.fsdecode(p), dst / os.fsdecode(p)) if p else (src, dst)
-            if kind == b"d":
-                d.mkdir(parents=True, exist_ok=True)
-                continue
-            d.parent.mkdir(parents=True, exist_ok=True)
-            if kind == b"l":
-                if d.is_symlink() or d.exists():
-                    d.unlink()
-                d.symlink_to(os.readlink(s))
-                continue
-            shutil.copy2(s, d)
-            done += mine[p][1]
-            if progress:
-                progress(done, total)
-    except OSError as exc:
-        raise RemoteError(f"copy {src} -> {dst}: {exc.strerror or exc}") from exc
-    skip_files, skip_bytes = agent.skipped(mine, paths)
-    sent = sum(1 for p in paths if mine[p][0] == b"f")
-    return TransferStats(sent, total, skip_files, skip_bytes, time.perf_counter() - t0)
+        got = agent.unpack(os.fsencode(dst), agent.Reader(lambda n: os.read(r, n)), progress)
+    except (OSError, agent.SyncError) as exc:
+        reason = failed[0] if failed else exc
+        why = getattr(reason, "strerror", None) or reason
+        raise RemoteError(f"copy {src} -> {dst}: {why}") from exc
+    finally:
+        os.close(r)  # a sender still writing gets EPIPE and stops
+        sender.join()
+    return TransferStats(
+        got["files"],
+        got["bytes"],
+        got["skipped_files"],
+        got["skipped_bytes"],
+        time.perf_counter() - t0,
+    )

@@ -142,15 +142,16 @@ def _peer_manifest(s: Stream, remote: str) -> dict[bytes, tuple[bytes, int, int]
     """The manifest the ``recv`` agent sends first; its failure reason if it fails."""
     r = agent.Reader(s.read)
     try:
-        (n,) = agent.LENGTH.unpack(r.take(agent.LENGTH.size, hashed=False))
-        data = r.take(n, hashed=False)
+        manifest = agent.read_manifest(r)
     except agent.SyncError as exc:
         s.close_write()
         status, err = s.finish()
+        if status == 0 or status == agent.EXIT_INTEGRITY:
+            raise RemoteError(f"put {remote}: {exc}") from exc
         raise _fail("put", remote, status, err) from exc
     if r.pos != len(r.buf):
         raise RemoteError(f"put {remote}: unexpected output from the sync agent")
-    return agent.decode_manifest(data)
+    return manifest
 
 
 def get(

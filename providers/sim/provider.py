@@ -161,7 +161,7 @@ class SimProvider(Provider):
             )
 
     def _launch(self, d: Path, request: CreateRequest) -> Instance:
-        for sub in ("nvme", "meta"):
+        for sub in ("nvme", "meta", "home"):
             (d / sub).mkdir()
         host_fp = inst.keygen(d / "host_ed25519", f"sim-host-{d.name}")
         key_file = None
@@ -183,6 +183,9 @@ class SimProvider(Provider):
             "CLOUDGPU_PREEMPTION_NOTICE": f"{inside}/{inst.NOTICE}",
             # How the instance powers itself off (sshd's SetEnv value: no spaces).
             "CLOUDGPU_POWEROFF": f"{inside}/poweroff",
+            # Its own home, as a fresh VM has: shells on the instance never run (or leave
+            # locks in) the host user's dotfiles, e.g. a pyenv rehash lock killed mid-way.
+            "HOME": f"{inside}/home",
         }
         (d / "sshd_config").write_text(inst.sshd_config(d, inside, port, user, env))
         poweroff = d / "poweroff"

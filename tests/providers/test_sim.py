@@ -217,6 +217,11 @@ def test_each_instance_has_its_own_nvme_and_tmp(
     sh(ma, "echo from-a > /nvme/mine && echo a > /tmp/t && echo $CLOUDGPU_NVME")
     assert sh(mb, "ls -A /nvme; ls -A /tmp") == ""
     assert sh(ma, "cat /nvme/mine /tmp/t") == "from-a\na\n"
+    # Each has its own home, as a fresh VM would: never the host user's dotfiles.
+    assert sh(ma, "echo $HOME; touch ~/mine-a").strip().endswith("/home")
+    assert not (Path.home() / "mine-a").exists()
+    assert (Path(a.extra["dir"]) / "home" / "mine-a").exists()
+    assert not (Path(b.extra["dir"]) / "home" / "mine-a").exists()
     assert (Path(a.extra["dir"]) / "nvme" / "mine").read_text() == "from-a\n"
     ma.close()
     mb.close()
@@ -326,6 +331,27 @@ def test_an_instance_killed_from_outside_reads_as_terminated(
     gone = wait_state(provider, inst.id, InstanceState.TERMINATED)
     assert gone.extra["reason"] == "instance vanished"
     assert provider.list_instances({TAG_JOB: inst.tags[TAG_JOB]}) == []
+
+
+def test_killed_between_spawn_and_pid_record_is_found_and_stopped(
+    provider: SimProvider, offer: Offer
+) -> None:
+    # The client died after spawning the launcher but before writing its pid into
+    # state.json: the instance must still be listed (it is running and billing) and
+    # terminate() must stop it at once, from the launcher's own pid file.
+    inst = wait_state(provider, provider.create(request(offer)).id, InstanceState.RUNNING)
+    d = Path(inst.extra["dir"])
+    st = json.loads((d / "state.json").read_text())
+    pid = st.pop("launcher_pid")
+    st.pop("launcher_start")
+    (d / "state.json").write_text(json.dumps(st))
+    assert [i.id for i in provider.list_instances({TAG_JOB: inst.tags[TAG_JOB]})] == [inst.id]
+    t0 = time.monotonic()
+    provider.terminate(inst.id)
+    assert time.monotonic() - t0 < 5
+    assert provider.describe(inst.id).state.is_gone
+    stat = Path(f"/proc/{pid}/stat")
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def test_a_port_taken_while_booting_moves_the_instance(

@@ -64,6 +64,9 @@ def keygen(path: Path, kind: str = "ed25519") -> str:
 
 def write_config(d: Path, port: int, user: str) -> Path:
     cfg = d / "sshd_config"
+    # Sessions get their own HOME: the host user's dotfiles (pyenv init and its rehash
+    # lock) are not run by every test command.
+    (d / "home").mkdir(exist_ok=True)
     cfg.write_text(
         f"""Port {port}
 ListenAddress 127.0.0.1
@@ -80,6 +83,7 @@ StrictModes no
 MaxStartups 100:30:200
 MaxSessions 100
 Subsystem sftp internal-sftp
+SetEnv HOME={d / "home"}
 LogLevel ERROR
 """
     )
