@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from cloudgpu import __version__
+from cloudgpu.cli.style import BAD, WARN, color_enabled, paint
 from cloudgpu.errors import EXIT_ERROR, EXIT_INTERRUPTED, CloudGPUError, redact
 
 # name -> (module, attribute, one-line help shown by --help without importing the module)
@@ -33,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "down": ("cloudgpu.cli.jobs", "down", "Tear down a job, all jobs, or orphans."),
     "ssh": ("cloudgpu.cli.jobs", "ssh", "Open a shell on a job's instance."),
     "exec": ("cloudgpu.cli.jobs", "exec_", "Run a command on a job's instance."),
+    "completion": ("cloudgpu.cli.completion", "completion", "Shell completion: bash, zsh, fish."),
     "buy-vs-rent": ("cloudgpu.cli.buyrent", "buy_vs_rent", "When owning GPUs beats renting."),
     "report": ("cloudgpu.cli.report", "report", "Cost reports: HTML, Markdown, CSV, JSON."),
     "runner": ("cloudgpu.cli.runner", "runner", "Ephemeral GitHub Actions GPU runners."),
@@ -66,13 +68,25 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="cloudgpu")
-def cli() -> None:
+@click.version_option(__version__, "--version", "-V", prog_name="cloudgpu")
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Run GPU work on the cheapest machine that truly fits it.
 
     Offers come from a bundled, dated price snapshot (refresh with
-    `cloudgpu catalog refresh`). Files live under CLOUDGPU_HOME when set.
+    `cloudgpu catalog refresh`). Files live under CLOUDGPU_HOME when set. Colour follows
+    NO_COLOR / CLICOLOR_FORCE and is off when the output is not a terminal.
     """
+    if color_enabled():
+        ctx.color = True  # also when forced onto a pipe (CLICOLOR_FORCE)
+
+
+def _fail(message: str, hint: str | None = None) -> None:
+    """The one-line error (and hint) every failure ends with, on stderr."""
+    color = color_enabled(sys.stderr)
+    click.echo(f"{paint('error:', BAD, err=True, bold=True)} {message}", err=True, color=color)
+    if hint:
+        click.echo(f"{paint('hint:', WARN, err=True)} {hint}", err=True, color=color)
 
 
 def main(argv: list[str] | None = None) -> Any:
@@ -88,9 +102,7 @@ def main(argv: list[str] | None = None) -> Any:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except CloudGPUError as exc:
-        click.echo(f"error: {exc}", err=True)
-        if exc.hint:
-            click.echo(f"hint: {exc.hint}", err=True)
+        _fail(str(exc), exc.hint)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)

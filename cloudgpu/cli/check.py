@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from cloudgpu.cli import style
 from cloudgpu.cli.context import App, get_app
 from cloudgpu.cli.offers import has_live_prices
 from cloudgpu.errors import CloudGPUError, redact
@@ -59,8 +60,8 @@ def check(verify: bool, as_json: bool) -> None:
         return
     width = max(8, *(len(s.provider) for s in statuses))
     for s in statuses:
-        mark = "enabled " if s.enabled else "disabled"
-        click.echo(redact(f"{s.provider:{width}}  {mark}  {s.reason}"))
+        mark = style.state("enabled" if s.enabled else "disabled", width=8)
+        click.echo(f"{s.provider:{width}}  {mark}  {redact(s.reason)}")
         if s.sources and "looked at" not in s.reason:
             click.echo(redact(f"{'':{width}}  looked at: {', '.join(s.sources)}"))
     enabled = [s.provider for s in statuses if s.enabled]

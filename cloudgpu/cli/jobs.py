@@ -15,13 +15,15 @@ import time
 from typing import Any
 
 import click
+from click.shell_completion import CompletionItem
 
 from cloudgpu import remote
+from cloudgpu.cli import style
 from cloudgpu.cli.context import App, get_app
 from cloudgpu.errors import CloudGPUError, ConfigError, RemoteError, StateError
 from cloudgpu.lifecycle import states
 from cloudgpu.lifecycle.deps import Deps
-from cloudgpu.lifecycle.down import down_job, sweep_orphans
+from cloudgpu.lifecycle.down import down_job, purge_job, sweep_orphans
 from cloudgpu.lifecycle.launch import owner
 from cloudgpu.lifecycle.output import PREFIX
 from cloudgpu.lifecycle.reaper import ACTIVITY
@@ -33,8 +35,9 @@ from cloudgpu.state.store import InstanceRecord, JobRecord, Store
 class _EchoSink:
     """Lifecycle messages of `down` go to the terminal (stderr)."""
 
-    def info(self, message: str) -> None:
-        click.echo(PREFIX + message, err=True)
+    def info(self, message: str, *, detail: bool = False) -> None:
+        if not detail:
+            click.echo(PREFIX + message, err=True)
 
     def job_output(self, data: bytes, *, stderr: bool = False) -> None:
         click.echo(data.decode(errors="replace"), nl=False, err=stderr)
@@ -53,6 +56,28 @@ def _deps(app: App, store: Store) -> Deps:
         connect=remote.connect,
         env=app.env,
     )
+
+
+def complete_job(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Job ids for shell completion, newest first, from the state store only (a TAB
+    must never create files or wait on a provider)."""
+    root = ctx.find_root().obj
+    app = root if isinstance(root, App) else App()
+    if not app.paths.state_db.is_file():
+        return []
+    try:
+        store = Store.open(app.paths.state_db)
+        try:
+            jobs = store.jobs()
+        finally:
+            store.close()
+    except CloudGPUError:
+        return []
+    return [
+        CompletionItem(j.id, help=f"{j.state} {j.name}")
+        for j in reversed(jobs)
+        if j.id.startswith(incomplete)
+    ]
 
 
 # -- status ------------------------------------------------------------------------------
@@ -101,7 +126,7 @@ def job_dict(store: Store, job: JobRecord, now: float, events: bool = False) -> 
 
 
 @click.command("status")
-@click.argument("job", required=False)
+@click.argument("job", required=False, shell_complete=complete_job)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(job: str | None, as_json: bool) -> None:
     """Jobs and their instances (from the local state store); JOB shows its history."""
@@ -119,7 +144,7 @@ def status(job: str | None, as_json: bool) -> None:
     for r in rows:
         inst = ", ".join(f"{i['provider_id'] or i['id']}:{i['state']}" for i in r["instances"])
         click.echo(
-            f"{r['id']:<28} {r['state']:<13} {r['provider'] or '-':<9} "
+            f"{r['id']:<28} {style.state(r['state'], width=13)} {r['provider'] or '-':<9} "
             f"{r['instance_type'] or '-':<20} {'$' + format(r['cost'], '.4f'):>10}  {inst or '-'}"
         )
     for r in rows:
@@ -132,32 +157,75 @@ def status(job: str | None, as_json: bool) -> None:
 
 
 @click.command("logs")
-@click.argument("job")
+@click.argument("job", shell_complete=complete_job)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
-def logs(job: str, follow: bool) -> None:
+@click.option(
+    "--json", "as_json", is_flag=True,
+    help='JSON lines: {"job", "source": "cloudgpu"|"job", "line"} per line.',
+)  # fmt: skip
+def logs(job: str, follow: bool, as_json: bool) -> None:
     """Show a job's log (its output and the lifecycle's messages)."""
     store = get_app().store()
     rec = store.find_job(job)
     if not rec.log_path:
         raise StateError(f"job {rec.id} has no log")
-    path = rec.log_path
-    out = sys.stdout.buffer
+    write = _json_lines(rec.id) if as_json else _raw(sys.stdout.buffer)
+    for chunk in _tail(store, rec, follow):
+        write(chunk)
+    write(None)
+
+
+def _tail(store: Store, rec: JobRecord, follow: bool) -> Any:
+    """The log's bytes as they appear; with ``follow``, until the job is over."""
     pos = 0
     while True:
         try:
-            with open(path, "rb") as fh:
+            with open(rec.log_path, "rb") as fh:
                 fh.seek(pos)
                 chunk = fh.read()
         except FileNotFoundError:
             chunk = b""
         if chunk:
-            out.write(chunk)
-            out.flush()
             pos += len(chunk)
+            yield chunk
             continue
         if not follow or not _running(store.job(rec.id)):
             return
         time.sleep(0.2)
+
+
+def _raw(out: Any) -> Any:
+    def write(chunk: bytes | None) -> None:
+        if chunk:
+            out.write(chunk)
+            out.flush()
+
+    return write
+
+
+def _json_lines(job_id: str) -> Any:
+    """A writer turning log bytes into one JSON object per complete line (the last,
+    unterminated line is flushed when the log ends: ``None``)."""
+    pending = bytearray()
+
+    def emit(raw: bytes) -> None:
+        text = raw.decode(errors="replace").rstrip("\r")
+        source = "cloudgpu" if text.startswith(PREFIX) else "job"
+        line = text.removeprefix(PREFIX) if source == "cloudgpu" else text
+        click.echo(json.dumps({"job": job_id, "source": source, "line": line}))
+
+    def write(chunk: bytes | None) -> None:
+        if chunk is None:
+            if pending:
+                emit(bytes(pending))
+            return
+        pending.extend(chunk)
+        *done, rest = bytes(pending).split(b"\n")
+        pending[:] = rest
+        for raw in done:
+            emit(raw)
+
+    return write
 
 
 def _running(job: JobRecord) -> bool:
@@ -171,37 +239,106 @@ def _running(job: JobRecord) -> bool:
 
 
 @click.command("down")
-@click.argument("job", required=False)
+@click.argument("job", required=False, shell_complete=complete_job)
 @click.option("--all", "all_", is_flag=True, help="Every running or kept job.")
 @click.option("--orphans", is_flag=True, help="Tagged instances no live job owns.")
-def down(job: str | None, all_: bool, orphans: bool) -> None:
-    """Tear down a job's instances (stopping it first), all jobs, or orphans."""
+@click.option(
+    "--purge", is_flag=True,
+    help="Forget JOB's instance records without asking its provider (gone or unreachable).",
+)  # fmt: skip
+@click.option("--yes", "-y", is_flag=True, help="With --purge: do not ask for confirmation.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+def down(job: str | None, all_: bool, orphans: bool, purge: bool, yes: bool, as_json: bool) -> None:
+    """Tear down a job's instances (stopping it first), all jobs, or orphans.
+
+    `down --purge JOB` is for a record stuck because its provider is gone: it says what
+    may still be billing, then drops the record without any provider call.
+    """
     if sum(bool(x) for x in (job, all_, orphans)) != 1:
         raise ConfigError("give exactly one of JOB, --all or --orphans")
+    if purge and not job:
+        raise ConfigError("--purge needs a JOB")
     app = get_app()
     store = app.store()
-    deps = _deps(app, store)
-    failures: list[str] = []
-    if orphans:
-        removed = sweep_orphans(deps, _enabled(app))
-        click.echo(f"{len(removed)} orphan(s) removed" + "".join(f"\n  {r}" for r in removed))
+    if purge:
+        assert job is not None
+        _purge(app, store, store.find_job(job), yes, as_json)
         return
+    deps = _deps(app, store)
+    result: dict[str, Any] = {"jobs": [], "orphans": [], "failures": []}
+    if orphans:
+        result["orphans"] = sweep_orphans(deps, _enabled(app))
+    else:
+        result["jobs"], result["failures"] = _down_jobs(store, deps, job)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    elif orphans:
+        removed = result["orphans"]
+        click.echo(f"{len(removed)} orphan(s) removed" + "".join(f"\n  {r}" for r in removed))
+    else:
+        for j in result["jobs"]:
+            click.echo(f"{j['id']}: down" + ("" if not j["failures"] else " (teardown failed)"))
+        if not result["jobs"]:
+            click.echo("nothing to bring down")
+    failures = result["failures"]
+    if failures:
+        raise RemoteError(f"{len(failures)} teardown(s) failed: {failures[0]}")
+
+
+def _down_jobs(store: Store, deps: Deps, ref: str | None) -> tuple[list[Any], list[str]]:
     targets = (
-        [store.find_job(job)]
-        if job
+        [store.find_job(ref)]
+        if ref
         else [
             j
             for j in store.jobs()
             if j.state in (*states.ACTIVE, states.KEPT) or store.instances(j.id, live_only=True)
         ]
     )
+    done, failures = [], []
     for j in targets:
-        failures += down_job(deps, j)
-        click.echo(f"{j.id}: down")
-    if not targets:
-        click.echo("nothing to bring down")
-    if failures:
-        raise RemoteError(f"{len(failures)} teardown(s) failed: {failures[0]}")
+        failed = down_job(deps, j)
+        failures += failed
+        done.append({"id": j.id, "state": store.job(j.id).state, "failures": failed})
+    return done, failures
+
+
+def _purge(app: App, store: Store, job: JobRecord, yes: bool, as_json: bool) -> None:
+    """Say what may still bill, confirm, then drop the records (no provider call)."""
+    now = time.time()
+    live = store.instances(job.id, live_only=True)
+    billing = [_may_bill(r, now) for r in live]
+    for b in billing:
+        click.echo(
+            f"may still bill: {b['provider']} {b['provider_id'] or '(id never recorded)'} "
+            f"{b['instance_type']} in {b['region'] or '?'} at ${b['price_per_hour']:.4f}/h, "
+            f"up {b['hours']:.1f} h (~${b['estimated_cost']:.2f} so far); check the "
+            f"{b['provider']} console and delete it there",
+            err=True,
+        )
+    if billing and not yes:
+        if not sys.stdin.isatty():
+            raise ConfigError("--purge forgets instances that may still bill: confirm with --yes")
+        click.confirm(f"Forget {len(billing)} instance record(s) of {job.id}?", abort=True)
+    deps = _deps(app, store)
+    purge_job(deps, job)
+    if as_json:
+        click.echo(json.dumps({"purged": job.id, "may_still_bill": billing}, indent=2))
+    else:
+        click.echo(f"{job.id}: purged ({len(billing)} instance record(s) dropped)")
+
+
+def _may_bill(rec: InstanceRecord, now: float) -> dict[str, Any]:
+    hours = max(0.0, now - rec.launched_at) / 3600 if rec.launched_at else 0.0
+    return {
+        "provider": rec.provider,
+        "provider_id": rec.provider_id,
+        "instance_type": rec.instance_type,
+        "region": rec.region,
+        "price_per_hour": rec.price_per_hour,
+        "hours": round(hours, 3),
+        "estimated_cost": round(rec.price_per_hour * hours, 4),
+    }
 
 
 def _enabled(app: App) -> list[Any]:
@@ -254,7 +391,7 @@ def to_instance(rec: InstanceRecord) -> Instance:
 
 
 @click.command("ssh", context_settings={"ignore_unknown_options": True})
-@click.argument("job")
+@click.argument("job", shell_complete=complete_job)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def ssh(job: str, command: tuple[str, ...]) -> None:
     """Open a shell on a job's instance (`cloudgpu ssh JOB [-- CMD]`), with the system
@@ -291,7 +428,7 @@ def ssh(job: str, command: tuple[str, ...]) -> None:
 
 
 @click.command("exec", context_settings={"ignore_unknown_options": True})
-@click.argument("job")
+@click.argument("job", shell_complete=complete_job)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def exec_(job: str, command: tuple[str, ...]) -> None:
     """Run COMMAND on a job's instance: `cloudgpu exec JOB -- nvidia-smi`."""

@@ -8,12 +8,17 @@ comes from cloudgpu.planner, the lifecycle lives in cloudgpu.lifecycle.
 
 from __future__ import annotations
 
+import json
+import math
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import click
 
@@ -21,6 +26,7 @@ from cloudgpu import remote
 from cloudgpu.catalog import GpuRegistry, load_catalog, load_registry
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.cli.context import App, get_app
+from cloudgpu.cli.jobs import job_dict
 from cloudgpu.errors import CloudGPUError, ConfigError
 from cloudgpu.lifecycle import detach, states
 from cloudgpu.lifecycle.deps import Deps
@@ -33,6 +39,7 @@ from cloudgpu.lifecycle.launch import (
     rank_offers,
 )
 from cloudgpu.lifecycle.output import PREFIX, JobLog
+from cloudgpu.lifecycle.provision import Retry
 from cloudgpu.lifecycle.run import JobRun, LaunchOptions
 from cloudgpu.lifecycle.select import Ranking, describe_offer
 from cloudgpu.planner import plan
@@ -80,18 +87,42 @@ def _catalog(app: App) -> Callable[[Sequence[str]], list[Offer]]:
     return lambda names: load_catalog(app.paths, names, warn=None).offers
 
 
-def _show_plan(job: JobSpec, ranking: Ranking, notes: list[str]) -> None:
+def _show_plan(job: JobSpec, ranking: Ranking, notes: list[str], *, err: bool = False) -> None:
     total = len(ranking.fits) + len(ranking.rejected)
-    click.echo(f"{job.name}: {len(ranking.fits)} of {total} offer(s) fit; best first:")
+    say = lambda text: click.echo(text, err=err)  # noqa: E731
+    say(f"{job.name}: {len(ranking.fits)} of {total} offer(s) fit; best first:")
     for i, offer in enumerate(ranking.fits[:SHOWN], 1):
         est = ranking.estimates.get(offer.key)
         line = describe_offer(offer) + (f"; {est}" if est else "")
-        click.echo(f"  {i}. {line}{'   <- launch' if i == 1 else ''}")
+        say(f"  {i}. {line}{'   <- launch' if i == 1 else ''}")
     if len(ranking.fits) > SHOWN:
-        click.echo(f"  ... {len(ranking.fits) - SHOWN} more (used if these have no capacity)")
+        say(f"  ... {len(ranking.fits) - SHOWN} more (used if these have no capacity)")
     if notes:
         names = ", ".join(n.split(":", 1)[0] for n in notes)
-        click.echo(f"  (not used: {names}; `cloudgpu check` says why)")
+        say(f"  (not used: {names}; `cloudgpu check` says why)")
+
+
+def _offer_json(offer: Offer, ranking: Ranking) -> dict[str, Any]:
+    return {
+        "provider": offer.provider,
+        "instance_type": offer.instance_type,
+        "region": offer.region,
+        "zone": offer.zone,
+        "market": offer.market,
+        "gpu": offer.gpu,
+        "gpu_count": offer.gpu_count,
+        "price_per_hour": offer.price_per_hour,
+        "estimate": ranking.estimates.get(offer.key),
+    }
+
+
+def _follow(job_id: str, log_path: Path) -> dict[str, str]:
+    return {
+        "log": str(log_path),
+        "follow": f"cloudgpu logs {job_id} -f",
+        "status": f"cloudgpu status {job_id} --json",
+        "stop": f"cloudgpu down {job_id}",
+    }
 
 
 @click.command("launch")
@@ -100,10 +131,19 @@ def _show_plan(job: JobSpec, ranking: Ranking, notes: list[str]) -> None:
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--detach", "-d", is_flag=True, help="Continue in the background.")
 @click.option("--keep", is_flag=True, help="Leave the instance running after the job.")
+@click.option(
+    "--retry-until-up", is_flag=True,
+    help="When no offer has capacity, walk the ranked list again (with growing waits) "
+    "until one starts; resources.retry: 2h bounds it in the job file.",
+)  # fmt: skip
+@click.option("--verbose", "-v", is_flag=True, help="Also show details that go to the log.")
+@click.option(
+    "--json", "as_json", is_flag=True,
+    help="JSON on stdout (the plan, the detached job and how to follow it, or the "
+    "finished job); progress and the job's output go to stderr.",
+)  # fmt: skip
 @click.option("--foreground-of", hidden=True, default=None, help="internal: run a detached job")
-def launch(
-    job_file: str, dry_run: bool, yes: bool, detach: bool, keep: bool, foreground_of: str | None
-) -> None:
+def launch(job_file: str, foreground_of: str | None, **flags: Any) -> None:
     """Plan, provision, stage data, run JOB_FILE with live logs, collect outputs, tear down.
 
     JOB_FILE may name a starter template (quickstart, finetune, batch-inference): its
@@ -116,51 +156,81 @@ def launch(
     The instance is torn down in every case unless --keep.
     """
     app = get_app()
+    opts = Flags(**flags)
     if foreground_of is not None:
-        _foreground(app, job_file, foreground_of, keep)
+        _foreground(app, job_file, foreground_of, opts)
         return
     job_file, template = job_file_for(job_file, Path.cwd())
-    job, ranking = _plan(app, job_file, show=True)
-    if dry_run:
-        click.echo("dry run: nothing launched")
+    job, ranking = _plan(app, job_file, show=True, err=opts.as_json)
+    if opts.dry_run:
+        if opts.as_json:
+            fits = [_offer_json(o, ranking) for o in ranking.fits]
+            click.echo(json.dumps({"job": job.name, "launched": False, "candidates": fits}))
+        else:
+            click.echo("dry run: nothing launched")
         return
+    if not opts.yes:
+        if not sys.stdin.isatty():
+            raise ConfigError("launching costs money: confirm with --yes when not interactive")
+        click.confirm(f"Launch on {describe_offer(ranking.fits[0])}?", abort=True, err=True)
     if template is not None:
         # Outputs land beside the job file: copy the template out of the package first.
         written = copy_template(template, Path("."))
         click.echo(f"copied template {template.name} here ({len(written)} files)", err=True)
         job_file = str(template.job)
         job = load_job(job_file)
-    if not yes:
-        if not sys.stdin.isatty():
-            raise ConfigError("launching costs money: confirm with --yes when not interactive")
-        click.confirm(f"Launch on {describe_offer(ranking.fits[0])}?", abort=True)
     store = app.store()
     job_id = new_job_id(job.name)
     log_path = app.paths.logs_dir / f"{job_id}.log"
     create_job(store, job, job_id, str(log_path))
-    if detach:
-        pid = detach_spawn(app, job_file, job_id, keep, log_path)
+    if opts.detach:
+        pid = detach_spawn(app, job_file, job_id, log_path, opts)
         store.update_job(job_id, pid=pid)
+        if opts.as_json:
+            doc = {"job_id": job_id, "pid": pid, "detached": True, **_follow(job_id, log_path)}
+            click.echo(json.dumps(doc, indent=2))
+            return
         click.echo(f"job {job_id} continues in the background (pid {pid})")
         click.echo(f"  follow: cloudgpu logs {job_id} -f    stop: cloudgpu down {job_id}")
         return
     click.echo(f"job {job_id}  (log: {log_path})", err=True)
-    rc = _run(app, job, job_id, ranking.fits, keep, log_path, terminal=True)
+    try:
+        rc = _run(app, job, job_id, ranking.fits, log_path, opts, terminal=True)
+    finally:
+        if opts.as_json:  # the outcome, success or not, before any error line
+            doc = job_dict(store, store.job(job_id), time.time())
+            click.echo(json.dumps({"job_id": job_id, **doc, **_follow(job_id, log_path)}))
     if rc:
         sys.exit(rc)
 
 
-def _plan(app: App, job_file: str, *, show: bool) -> tuple[JobSpec, Ranking]:
+@dataclass(frozen=True)
+class Flags:
+    """The launch flags a detached child must see again."""
+
+    dry_run: bool = False
+    yes: bool = False
+    detach: bool = False
+    keep: bool = False
+    retry_until_up: bool = False
+    verbose: bool = False
+    as_json: bool = False
+
+    def passed_on(self) -> list[str]:
+        return ["--retry-until-up"] if self.retry_until_up else []
+
+
+def _plan(app: App, job_file: str, *, show: bool, err: bool = False) -> tuple[JobSpec, Ranking]:
     job = load_job(job_file)
     gathered = gather_offers(job, app.registry.names(), app.registry.get, _catalog(app))
     ranking = plan_offers(job, gathered, load_registry())
     if show:
-        _show_plan(job, ranking, gathered.notes)
+        _show_plan(job, ranking, gathered.notes, err=err)
         sys.stdout.flush()  # before the job's own output, which bypasses this text layer
     return job, ranking
 
 
-def _foreground(app: App, job_file: str, job_id: str, keep: bool) -> None:
+def _foreground(app: App, job_file: str, job_id: str, opts: Flags) -> None:
     """The detached process: the job record exists; any failure lands in it and the log."""
     store = app.store()
     log_path = app.paths.logs_dir / f"{job_id}.log"
@@ -169,7 +239,7 @@ def _foreground(app: App, job_file: str, job_id: str, keep: bool) -> None:
     except CloudGPUError as exc:
         store.update_job(job_id, state=states.FAILED, error=str(exc)[:500])
         raise
-    rc = _run(app, job, job_id, ranking.fits, keep, log_path, terminal=False)
+    rc = _run(app, job, job_id, ranking.fits, log_path, opts, terminal=False)
     if rc:
         sys.exit(rc)
 
@@ -196,8 +266,18 @@ def plan_offers(job: JobSpec, gathered: Gathered, gpus: GpuRegistry) -> Ranking:
     return rank_offers(job, gathered, gpus)  # raises, naming the closest offer
 
 
-def detach_spawn(app: App, job_file: str, job_id: str, keep: bool, log_path: Path) -> int:
-    return detach.spawn(detach.launch_argv(job_file, job_id, keep), app.env, log_path)
+def detach_spawn(app: App, job_file: str, job_id: str, log_path: Path, opts: Flags) -> int:
+    argv = detach.launch_argv(job_file, job_id, opts.keep, opts.passed_on())
+    return detach.spawn(argv, app.env, log_path)
+
+
+def _retry(app: App, job: JobSpec, opts: Flags) -> Retry | None:
+    """--retry-until-up: until interrupted; resources.retry: that long from now."""
+    if not (opts.retry_until_up or job.resources.retry_s):
+        return None
+    until = math.inf if opts.retry_until_up else time.time() + (job.resources.retry_s or 0.0)
+    first = _seconds(app, "retry_backoff", 15.0)
+    return Retry(until=until, first_s=first, max_s=min(300.0, 20 * first))
 
 
 def _run(
@@ -205,12 +285,15 @@ def _run(
     job: JobSpec,
     job_id: str,
     offers: list[Offer],
-    keep: bool,
     log_path: Path,
+    opts: Flags,
     *,
     terminal: bool,
 ) -> int:
-    sink = JobLog(log_path, terminal=terminal)
+    # With --json, stdout carries only the JSON document: the job's output goes to stderr.
+    out = sys.stderr.buffer if opts.as_json else None
+    sink = JobLog(log_path, terminal=terminal, verbose=opts.verbose, out=out)
+    keep = opts.keep
     deps = Deps(
         store=app.store(),
         provider=app.registry.get,
@@ -223,10 +306,13 @@ def _run(
     )
     try:
         with teardown_on_signals() as shield:
-            opts = LaunchOptions(
-                keep=keep, grace_s=_seconds(app, "deadline_grace", 300), on_teardown=shield
+            options = LaunchOptions(
+                keep=keep,
+                grace_s=_seconds(app, "deadline_grace", 300),
+                on_teardown=shield,
+                retry=_retry(app, job, opts),
             )
-            rc = JobRun(deps, job_id, job, offers, opts).execute()
+            rc = JobRun(deps, job_id, job, offers, options).execute()
         _maybe_reaper(app, job, job_id, keep, log_path)
         return rc
     except BaseException:
@@ -238,7 +324,8 @@ def _run(
 
 def _seconds(app: App, key: str, default: float) -> float:
     """A ``[launch]`` setting in seconds: ssh_timeout (how long a new instance may take to
-    answer SSH), deadline_grace (past max_runtime before the instance-side deadline)."""
+    answer SSH), deadline_grace (past max_runtime before the instance-side deadline),
+    retry_backoff (the first wait between rounds of --retry-until-up)."""
     value = app.config.section("launch").get(key, default)
     if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
         raise ConfigError(f"{app.config.source}: launch.{key}: expected seconds > 0")

@@ -28,7 +28,8 @@ def spawn(argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> int:
     return proc.pid
 
 
-def launch_argv(job_file: str, job_id: str, keep: bool) -> list[str]:
+def launch_argv(job_file: str, job_id: str, keep: bool, extra: Sequence[str] = ()) -> list[str]:
+    """The detached child's command line; ``extra``: launch flags passed through."""
     argv = [
         "-m",
         "cloudgpu",
@@ -38,7 +39,7 @@ def launch_argv(job_file: str, job_id: str, keep: bool) -> list[str]:
         "--foreground-of",
         job_id,
     ]
-    return [*argv, "--keep"] if keep else argv
+    return [*argv, *(["--keep"] if keep else []), *extra]
 
 
 def reaper_argv(job_id: str, idle_s: float) -> list[str]:

@@ -17,7 +17,7 @@ from cloudgpu.lifecycle import states
 from cloudgpu.lifecycle.deps import Deps
 from cloudgpu.lifecycle.teardown import teardown_instance, teardown_job
 from cloudgpu.provider import TAG_INSTANCE, TAG_JOB, TAG_OWNER, Provider
-from cloudgpu.state.store import JobRecord
+from cloudgpu.state.store import InstanceRecord, JobRecord
 
 STOP_WAIT_S = 120.0
 
@@ -41,6 +41,30 @@ def down_job(deps: Deps, job: JobRecord, wait_s: float = STOP_WAIT_S) -> list[st
         deps.store.update_job(job.id, state=states.STOPPED, error="stopped by `cloudgpu down`")
     deps.store.add_event(job.id, "down", "; ".join(failures) or "ok")
     return failures
+
+
+def purge_job(deps: Deps, job: JobRecord) -> list[InstanceRecord]:
+    """Stop tracking ``job`` without asking its provider (gone, unreachable, or its
+    plugin uninstalled): its live instance records become ``purged`` and the job
+    ``stopped``. Returns those records: whatever they stood for may still be billing.
+    Refused while the job's own lifecycle process is alive (`down JOB` stops that)."""
+    if job.state in states.ACTIVE and job.pid != os.getpid() and states.pid_alive(job.pid):
+        raise StateError(
+            f"job {job.id} is still driven by its process (pid {job.pid})",
+            hint=f"`cloudgpu down {job.id}` stops it and tears it down",
+        )
+    live = deps.store.instances(job.id, live_only=True)
+    now = deps.clock()
+    for rec in live:
+        deps.store.update_instance(rec.id, state=states.I_PURGED, terminated_at=now)
+        what = f"{rec.provider} {rec.provider_id or '(id never recorded)'}"
+        deps.store.add_event(job.id, "instance_purged", f"{what}: may still bill", rec.id)
+    if job.state not in states.FINAL:
+        deps.store.update_job(
+            job.id, state=states.STOPPED, error="purged by `cloudgpu down --purge`"
+        )
+    deps.store.add_event(job.id, "purged", f"{len(live)} instance record(s) dropped")
+    return live
 
 
 def _owned(deps: Deps, job_id: str | None) -> bool:

@@ -3,14 +3,19 @@
 Each attempt is recorded in the store *before* the provider's create call (state
 ``requested``, with an idempotency token and the cloudgpu tags), so a crash at any
 moment leaves a record and a tagged resource that `down --orphans` can find. Capacity
-and quota errors move on to the next offer, printing why; any other error stops.
+and quota errors move on to the next offer, printing why; any other error stops. With a
+:class:`Retry`, a walk that found no capacity anywhere is repeated, with growing waits,
+until its deadline (`launch --retry-until-up`, `resources.retry: 2h`).
 """
 
 from __future__ import annotations
 
+import math
+import random
+import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import CapacityError, ProviderError, QuotaError
@@ -41,6 +46,31 @@ class Provisioned:
     offer: Offer
 
 
+@dataclass(frozen=True)
+class Retry:
+    """Walk the ranked offers again while none has capacity, until ``until`` (unix
+    seconds; ``math.inf``: until interrupted). Waits double from ``first_s`` up to
+    ``max_s``, each scaled by 0.8-1.2 so many clients do not retry in step."""
+
+    until: float
+    first_s: float = 15.0
+    max_s: float = 300.0
+    jitter: Callable[[], float] = field(default=random.random, compare=False)
+
+    def wait(self, round_: int, now: float) -> float | None:
+        """Seconds to wait after round ``round_`` failed, or None: the deadline passed."""
+        left = self.until - now
+        if left <= 0:
+            return None
+        base = min(self.max_s, self.first_s * 2 ** min(round_ - 1, 30))
+        return min(base * (0.8 + 0.4 * self.jitter()), left)
+
+    def until_text(self) -> str:
+        if math.isinf(self.until):
+            return "until interrupted"
+        return "until " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.until))
+
+
 def provision(
     deps: Deps,
     job_id: str,
@@ -51,7 +81,44 @@ def provision(
     deadline: float | None,
     expires: float,
     excluded: set[str],
+    retry: Retry | None = None,
 ) -> Provisioned:
+    round_ = 1
+    while True:
+        if round_ > 1:
+            deps.sink.info(f"round {round_}: trying the ranked offers again")
+        try:
+            return _walk(deps, job_id, job, offers, public_key, deadline, expires, excluded)
+        except _NoCapacity as exc:
+            if retry is None or not exc.tried:
+                raise exc.error from None
+            wait = retry.wait(round_, deps.clock())
+            if wait is None:
+                exc.error.hint = f"gave up after {round_} round(s) ({retry.until_text()})"
+                raise exc.error from None
+            note = f"round {round_}: no capacity on {len(exc.tried)} offer(s)"
+            deps.sink.info(f"{note}; next round in {wait:.0f} s ({retry.until_text()})")
+            deps.store.add_event(job_id, "retry_round", note)
+            deps.sleep(wait)
+            round_ += 1
+
+
+class _NoCapacity(Exception):
+    def __init__(self, error: CapacityError, tried: list[str]) -> None:
+        self.error, self.tried = error, tried
+
+
+def _walk(
+    deps: Deps,
+    job_id: str,
+    job: JobSpec,
+    offers: Sequence[Offer],
+    public_key: str,
+    deadline: float | None,
+    expires: float,
+    excluded: set[str],
+) -> Provisioned:
+    """One walk down the ranked offers; _NoCapacity when none could be had."""
     tried: list[str] = []
     for offer in offers:
         if offer.key in excluded:
@@ -67,11 +134,14 @@ def provision(
             continue
         return got
     if not tried:
-        raise CapacityError("no fitting offer left to try (all excluded after failures)")
-    raise CapacityError(
+        error = CapacityError("no fitting offer left to try (all excluded after failures)")
+        raise _NoCapacity(error, tried)
+    error = CapacityError(
         f"no capacity on any of {len(tried)} fitting offer(s): {'; '.join(tried)}",
-        hint="retry later, allow spot or more regions/providers, or raise max_price",
+        hint="retry later (`launch --retry-until-up`, or `resources.retry: 2h`), allow spot "
+        "or more regions/providers, or raise max_price",
     )
+    raise _NoCapacity(error, tried)
 
 
 def _attempt(

@@ -23,7 +23,7 @@ from cloudgpu.errors import JobError, LimitExceeded
 from cloudgpu.lifecycle import billing, states, watch
 from cloudgpu.lifecycle.bootstrap import INSTANCE_ENV, bootstrap
 from cloudgpu.lifecycle.deps import Deps
-from cloudgpu.lifecycle.provision import Provisioned, provision
+from cloudgpu.lifecycle.provision import Provisioned, Retry, provision
 from cloudgpu.lifecycle.stage import (
     checkpoint_dir,
     collect_outputs,
@@ -49,6 +49,7 @@ class LaunchOptions:
     grace_s: float = DEADLINE_GRACE_S
     # Called as teardown starts, e.g. so a second Ctrl-C cannot interrupt it.
     on_teardown: Callable[[], None] | None = None
+    retry: Retry | None = None  # walk the offers again while none has capacity
 
 
 class JobRun:
@@ -125,6 +126,7 @@ class JobRun:
                 deadline=self.deadline,
                 expires=self.expires,
                 excluded=excluded,
+                retry=self.opts.retry,
             )
             self.deps.store.update_job(
                 self.job_id, provider=got.offer.provider, instance_type=got.offer.instance_type
@@ -190,7 +192,7 @@ class JobRun:
         not built from raw disks) both run at once: staging then costs no extra wait."""
         caps = got.provider.capabilities
         if caps.disposable:
-            self.deps.sink.info(bootstrap(machine, got.instance, caps, self.deadline))
+            self.deps.sink.info(bootstrap(machine, got.instance, caps, self.deadline), detail=True)
             self.state(states.STAGING)
             self._stage(machine)
             return
@@ -202,7 +204,7 @@ class JobRun:
             except BaseException:
                 booting.result()  # a bootstrap failure explains a staging one: raise it first
                 raise
-            self.deps.sink.info(booting.result())
+            self.deps.sink.info(booting.result(), detail=True)
 
     def _stage(self, machine: Machine) -> None:
         stage_data(machine, self.job, self.deps.sink, self.deps.paths.cache_dir, self.deps.env)

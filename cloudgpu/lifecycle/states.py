@@ -35,7 +35,8 @@ I_REQUESTED = "requested"  # recorded, create call not yet answered
 I_RUNNING = "running"
 I_TERMINATED = "terminated"
 I_PREEMPTED = "preempted"
-I_LIVE_EXCLUDE = ("terminated", "preempted")
+I_PURGED = "purged"  # dropped by `down --purge`: the provider could not be reached
+I_LIVE_EXCLUDE = ("terminated", "preempted", "purged")
 
 
 def pid_alive(pid: int | None) -> bool:

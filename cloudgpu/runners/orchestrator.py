@@ -200,7 +200,7 @@ class Runners:
         machine = self._connect(got, key_file)
         try:
             caps = got.provider.capabilities
-            self.deps.sink.info(bootstrap(machine, got.instance, caps, deadline))
+            self.deps.sink.info(bootstrap(machine, got.instance, caps, deadline), detail=True)
             self._start_runner(machine, req, jit, disposable=may_dispose(got.instance, caps))
         finally:
             machine.close()

@@ -206,6 +206,8 @@ def _resources(doc: _Doc, node: Node) -> Resources:
             kw[key] = tuple(_str_list(doc, m[key][1], f"resources.{key}"))
     if "image" in m:
         kw["image"] = doc.text(m["image"][1], "resources.image")
+    if "retry" in m:
+        kw["retry_s"] = doc.parsed(m["retry"][1], "resources.retry", parse_duration_s)
     return Resources(**kw)
 
 

@@ -34,6 +34,7 @@ class Resources:
     regions: tuple[str, ...] = ()  # glob patterns; empty: any
     disk_gb: int = 100
     image: str | None = None
+    retry_s: float | None = None  # keep retrying the ranked list this long on no capacity
 
 
 @dataclass(frozen=True)

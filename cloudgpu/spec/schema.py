@@ -69,6 +69,10 @@ RESOURCES: dict[str, Any] = {
     "regions": {**_STR_LIST, "description": 'region globs, e.g. ["us-*"]'},
     "disk": {**_SIZE, "description": 'boot disk size, e.g. "200GB"'},
     "image": {"type": "string", "description": "provider image id or family"},
+    "retry": {
+        **_DURATION,
+        "description": 'retry the ranked offers this long while none has capacity, e.g. "2h"',
+    },
 }
 
 LIMITS: dict[str, Any] = {

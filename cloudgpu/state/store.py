@@ -372,7 +372,9 @@ class Store:
             conds.append("job_id=?")
             args.append(job_id)
         if live_only:
-            conds.append("state NOT IN ('terminated', 'preempted')")
+            # purged: no longer tracked (`down --purge`); it may still bill, but nothing
+            # here can reach it, so no command should try again.
+            conds.append("state NOT IN ('terminated', 'preempted', 'purged')")
         if conds:
             sql += " WHERE " + " AND ".join(conds)
         rows = self._conn.execute(sql + " ORDER BY created_at", args).fetchall()

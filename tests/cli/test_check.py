@@ -28,7 +28,7 @@ def test_each_provider_on_its_line_with_sources(cloudgpu_home: Path) -> None:
     assert "offcloud     disabled  no OFF_TOKEN set" in out
     assert "looked at: env:OFF_TOKEN, file:~/.off" in out
     assert "brokencloud  disabled  cannot load plugin: ModuleNotFoundError" in out
-    assert "4 of 6 providers enabled" in res.stderr
+    assert "5 of 7 providers enabled" in res.stderr
 
 
 def test_verify_calls_check_and_reports_failures(cloudgpu_home: Path) -> None:
