@@ -69,6 +69,9 @@ class SpecError(ConfigError):
             where += f": {key}"
         super().__init__(f"{where}: {message}", hint=hint)
         self.file, self.line, self.key = file, line, key
+        # True when the JSON Schema cannot state the rule broken (a GPU name, a path that
+        # must exist, a magnitude inside "99999999d"): tests compare verdicts with it.
+        self.beyond_schema = False
 
 
 class CatalogError(CloudGPUError):

@@ -10,9 +10,12 @@ from functools import cached_property
 
 import click
 
+from cloudgpu.catalog import load_registry
 from cloudgpu.config import Config, load_config
 from cloudgpu.paths import Paths, default_paths
+from cloudgpu.planner import parse_workload
 from cloudgpu.registry import Registry
+from cloudgpu.spec import JobChecks, JobSpec, load_job
 from cloudgpu.state.store import Store
 
 
@@ -31,6 +34,16 @@ class App:
     @cached_property
     def registry(self) -> Registry:
         return Registry(self.config, self.paths, self.env)
+
+    def load_job(self, path: str | os.PathLike[str]) -> JobSpec:
+        """The job file, validated the one way every command validates it: its form, and
+        its GPU, provider and workload against this installation's tables."""
+        checks = JobChecks(
+            gpu=load_registry().matches,
+            providers=self.registry.names(),
+            workload=parse_workload,
+        )
+        return load_job(path, checks)
 
     def store(self) -> Store:
         self.paths.ensure()

@@ -9,7 +9,8 @@ import json
 
 import click
 
-from cloudgpu.spec import json_schema, load_job
+from cloudgpu.cli.context import get_app
+from cloudgpu.spec import json_schema
 
 
 @click.command("schema")
@@ -27,7 +28,7 @@ def schema(check: str | None) -> None:
     `cloudgpu schema > job.schema.json` and `# yaml-language-server: $schema=job.schema.json`.
     """
     if check:
-        job = load_job(check)
+        job = get_app().load_job(check)
         click.echo(f"{check}: ok (job '{job.name}')")
         return
     click.echo(json.dumps(json_schema(), indent=2))

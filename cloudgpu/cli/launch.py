@@ -44,7 +44,7 @@ from cloudgpu.lifecycle.run import JobRun, LaunchOptions
 from cloudgpu.lifecycle.select import Ranking, describe_offer
 from cloudgpu.planner import plan
 from cloudgpu.scaffold import copy_template, job_file_for
-from cloudgpu.spec import JobSpec, load_job
+from cloudgpu.spec import JobSpec
 
 SHOWN = 5  # candidates printed before launching
 
@@ -178,7 +178,7 @@ def launch(job_file: str, foreground_of: str | None, **flags: Any) -> None:
         written = copy_template(template, Path("."))
         click.echo(f"copied template {template.name} here ({len(written)} files)", err=True)
         job_file = str(template.job)
-        job = load_job(job_file)
+        job = app.load_job(job_file)
     store = app.store()
     job_id = new_job_id(job.name)
     log_path = app.paths.logs_dir / f"{job_id}.log"
@@ -221,7 +221,7 @@ class Flags:
 
 
 def _plan(app: App, job_file: str, *, show: bool, err: bool = False) -> tuple[JobSpec, Ranking]:
-    job = load_job(job_file)
+    job = app.load_job(job_file)
     gathered = gather_offers(job, app.registry.names(), app.registry.get, _catalog(app))
     ranking = plan_offers(job, gathered, load_registry())
     if show:

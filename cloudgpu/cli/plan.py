@@ -24,7 +24,6 @@ from cloudgpu.errors import ConfigError
 from cloudgpu.planner import OBJECTIVES, Candidate, Plan, StartupHistory
 from cloudgpu.planner import plan as make_plan
 from cloudgpu.scaffold import job_file_for
-from cloudgpu.spec import load_job
 from cloudgpu.spec.model import GpuRequest, JobSpec, Resources
 
 F = Callable[..., Any]
@@ -299,7 +298,7 @@ def plan_cmd(job_file: str, objective: str, as_json: bool, limit: int, all_rows:
     data stalls and, on spot, an interruption allowance.
     """
     app = get_app()
-    job = load_job(job_file_for(job_file, Path.cwd())[0])
+    job = app.load_job(job_file_for(job_file, Path.cwd())[0])
     registry = load_registry()
     result = make_plan(
         job,

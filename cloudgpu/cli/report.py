@@ -29,7 +29,6 @@ from cloudgpu.reports.offers import offers_report
 from cloudgpu.reports.plan import plan_report
 from cloudgpu.reports.render import FORMATS, render
 from cloudgpu.reports.spend import spend_report
-from cloudgpu.spec import load_job
 
 F = Callable[..., Any]
 _SUFFIXES = {
@@ -174,7 +173,7 @@ def buy_vs_rent_cmd(fmt: str | None, out: Path | None, **params: Any) -> None:
 def plan_cmd(job_file: str, objective: str, fmt: str | None, out: Path | None) -> None:
     """The machines that fit JOB_FILE, ranked by estimated total cost, with charts."""
     app = get_app()
-    job = load_job(job_file)
+    job = app.load_job(job_file)
     registry = load_registry()
     catalog = load_catalog(app.paths, warn=lambda m: click.echo(f"warning: {m}", err=True))
     history = StartupHistory()

@@ -1,8 +1,9 @@
 """The ``workload:`` block of job.yaml: its vocabulary, validation and defaults.
 
-The planner owns this vocabulary (cloudgpu.spec keeps the block as a raw mapping).
-Every mistake is one ConfigError naming the key and the expected form. This module
-only parses; it must not estimate anything.
+Its keys and their forms are declared once, in cloudgpu.spec.schema (WORKLOAD), which
+the job loader and the JSON Schema check; this module interprets the block and checks
+what spans several keys. Every mistake is one ConfigError naming the key and the
+expected form. This module only parses; it must not estimate anything.
 
     workload:
       kind: finetune        # train | finetune | lora | qlora | inference   (required)
@@ -40,7 +41,6 @@ only parses; it must not estimate anything.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,13 +54,17 @@ from cloudgpu.planner.models import (
     lookup_model,
     with_params,
 )
+from cloudgpu.spec.schema import (
+    ARCH,
+    CHECKPOINTING,
+    KINDS,
+    OPTIMIZERS,
+    PRECISIONS,
+    SHARDINGS,
+    WORKLOAD,
+)
 
-KINDS = ("train", "finetune", "lora", "qlora", "inference")
 TRAIN_KINDS = ("train", "finetune", "lora", "qlora")
-PRECISIONS = ("bf16", "fp16", "fp32", "fp8", "int8", "int4")
-OPTIMIZERS = ("adamw", "adam", "adam8bit", "sgd", "sgd_nomomentum")
-SHARDINGS = ("auto", "ddp", "zero1", "zero2", "zero3", "fsdp")
-CHECKPOINTING = ("auto", "none", "selective", "full")
 
 
 @dataclass(frozen=True)
@@ -101,27 +105,10 @@ class Workload:
         return self.kind in ("lora", "qlora")
 
 
-# Keys a workload block may use: the Workload fields, with the model given as one of
-# model / params / arch.
-# An architecture may also be given flat, as workload keys of its own (job.yaml's loader
-# keeps workload values scalar): layers, hidden, heads, ... beside kind.
-ARCH_KEYS = (
-    "layers",
-    "hidden",
-    "heads",
-    "kv_heads",
-    "vocab",
-    "intermediate",
-    "head_dim",
-    "experts",
-    "experts_active",
-    "tied",
-)
-_KNOWN_KEYS = (
-    frozenset(f.name for f in dataclasses.fields(Workload)) - {"explicit"}
-    | {"model", "params", "arch"}
-    | frozenset(ARCH_KEYS)
-)
+# Keys a workload block may use (the Workload fields, the model given as one of model /
+# params / arch, or the architecture flat: layers, hidden, heads, ... beside kind).
+ARCH_KEYS = tuple(ARCH)
+_KNOWN_KEYS = frozenset(WORKLOAD.keys)
 
 
 _SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}

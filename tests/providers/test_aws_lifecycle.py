@@ -123,13 +123,13 @@ resources:
   spot: true
   providers: [aws]
   regions: [us-east-1]
-checkpoint: {ckpt}
+checkpoint: /nvme/ckpt
 run: |
-  mkdir -p {ckpt}
-  step=$(cat {ckpt}/step 2>/dev/null || echo 0)
+  mkdir -p "$CLOUDGPU_CHECKPOINT"
+  step=$(cat "$CLOUDGPU_CHECKPOINT/step" 2>/dev/null || echo 0)
   echo "starting at step $step"
   while [ "$step" -lt 30 ]; do
-    step=$((step + 1)); echo "$step" > {ckpt}/step; sleep 0.5
+    step=$((step + 1)); echo "$step" > "$CLOUDGPU_CHECKPOINT/step"; sleep 0.5
   done
   echo "done at step $step"
 limits:
@@ -182,7 +182,7 @@ def test_spot_notice_reprovisions_and_resumes(
         scripted={"DescribeSpotInstanceRequests": answers},
     ) as proxy:
         _configure(cloudgpu_home, url_of(proxy), sshd, scratch, monkeypatch)
-        job = job_file(tmp_path, RESUMABLE.format(ckpt=tmp_path / "ckpt"))
+        job = job_file(tmp_path, RESUMABLE)
         code, out, err = main_exit(["launch", str(job), "--yes"])
     assert code == 0, err
     starts = [int(ln.split()[-1]) for ln in out.splitlines() if ln.startswith("starting at")]
