@@ -68,11 +68,22 @@ class Offer:
         mem = self.total_gpu_memory_gb
         return self.price_per_hour / mem if mem else float("inf")
 
-    def price_per_pflop_hour(self, bf16_tflops_per_gpu: float | None) -> float | None:
-        """USD per dense BF16 PFLOP-hour, given the GPU's dense BF16 TFLOPS."""
+    def gpu_share(self, full_gpu_memory_gb: float | None) -> float:
+        """The part of one GPU a fractional offer rents (its memory over the whole GPU's,
+        e.g. 2 of 16 GB = 1/8); 1.0 for every other offer."""
+        if FLAG_FRACTIONAL_GPU not in self.flags or not full_gpu_memory_gb:
+            return 1.0
+        return min(1.0, self.gpu_memory_gb / full_gpu_memory_gb)
+
+    def price_per_pflop_hour(
+        self, bf16_tflops_per_gpu: float | None, full_gpu_memory_gb: float | None = None
+    ) -> float | None:
+        """USD per dense BF16 PFLOP-hour, given the GPU's dense BF16 TFLOPS (and its full
+        memory, so a fractional offer is charged for the compute it really gets)."""
         if not bf16_tflops_per_gpu or not self.gpu_count:
             return None
-        return self.price_per_hour / (bf16_tflops_per_gpu * self.gpu_count / 1000.0)
+        tflops = bf16_tflops_per_gpu * self.gpu_share(full_gpu_memory_gb) * self.gpu_count
+        return self.price_per_hour / (tflops / 1000.0)
 
     @property
     def key(self) -> str:

@@ -70,7 +70,9 @@ def offer_record(offer: Offer, catalog: Catalog, registry: GpuRegistry) -> dict[
         "network_gbps": offer.network_gbps,
         "price_per_hour": _r(offer.price_per_hour),
         "price_per_gpu_hour": _r(offer.price_per_gpu_hour),
-        "price_per_pflop_hour": _r(offer.price_per_pflop_hour(spec.bf16_tflops if spec else None)),
+        "price_per_pflop_hour": _r(
+            offer.price_per_pflop_hour(spec.bf16_tflops, spec.memory_gb) if spec else None
+        ),
         "price_per_gb_hour": _r(offer.price_per_gb_hour, 6),
         "price_source": offer.price_source,
         "observed_at": offer.observed_at,

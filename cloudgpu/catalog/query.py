@@ -226,10 +226,10 @@ def sort_key(sort: str, registry: GpuRegistry) -> Callable[[Offer], tuple[float,
         return lambda o: (o.price_per_gpu_hour, o.key)
     if sort == "memory-per-dollar":
         return lambda o: (o.price_per_gb_hour, o.key)
-    tflops = {s.name: s.bf16_tflops for s in registry.all()}
+    specs = {s.name: (s.bf16_tflops, s.memory_gb) for s in registry.all()}
 
     def per_pflop(o: Offer) -> tuple[float, str]:
-        v = o.price_per_pflop_hour(tflops.get(o.gpu))
+        v = o.price_per_pflop_hour(*specs.get(o.gpu, (None, None)))
         return (_INF if v is None else v, o.key)
 
     return per_pflop

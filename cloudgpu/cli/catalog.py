@@ -9,8 +9,9 @@ left untouched; the others still refresh.
 
 from __future__ import annotations
 
+import difflib
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import click
@@ -19,7 +20,7 @@ from cloudgpu.catalog.catalog import SourceInfo, load_catalog, write_cache
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.cli.context import App, get_app
 from cloudgpu.cli.offers import has_live_prices, split_list, stale_days
-from cloudgpu.errors import CloudGPUError, ProviderError, redact
+from cloudgpu.errors import CloudGPUError, ConfigError, ProviderError, redact
 
 
 @click.group("catalog")
@@ -69,10 +70,13 @@ def info(as_json: bool, stale_days_opt: float | None) -> None:
     click.echo(f"cache: {app.paths.catalog_cache}  (stale after {cat.stale_after_days:g} days)")
 
 
+STATUSES = ("refreshed", "skipped", "failed", "unknown")
+
+
 @dataclass
 class Outcome:
     provider: str
-    status: str  # "refreshed" | "skipped" | "failed"
+    status: str  # one of STATUSES
     detail: str
 
 
@@ -81,8 +85,13 @@ def _source_text(name: str, offers: list[Offer]) -> str:
     return f"{name} live refresh ({', '.join(kinds) or 'provider APIs'})"
 
 
-def refresh_one(app: App, name: str) -> Outcome:
-    """Fetch and cache one provider's offers; every failure becomes an Outcome."""
+def refresh_one(app: App, name: str, announce: Any = None) -> Outcome:
+    """Fetch and cache one provider's offers; every failure becomes an Outcome.
+    ``announce(name)`` is called only when a fetch really starts."""
+    if name not in app.registry.names():
+        close = difflib.get_close_matches(name, app.registry.names(), n=1)
+        maybe = f"; did you mean {close[0]}?" if close else ""
+        return Outcome(name, "unknown", f"unknown provider '{name}'{maybe}")
     try:
         provider = app.registry.get(name)
     except CloudGPUError as exc:
@@ -95,6 +104,8 @@ def refresh_one(app: App, name: str) -> Outcome:
         available = provider.availability()
         if not available.enabled:
             return Outcome(name, "skipped", f"not enabled: {available.reason}")
+        if announce is not None:
+            announce(name)
         offers = provider.fetch_offers()
         path = write_cache(app.paths, name, offers, _source_text(name, offers))
     except CloudGPUError as exc:
@@ -107,18 +118,40 @@ def refresh_one(app: App, name: str) -> Outcome:
 
 @catalog.command("refresh")
 @click.option("--provider", "providers", multiple=True, help="Only these (repeat or comma).")
-def refresh(providers: tuple[str, ...]) -> None:
-    """Fetch live prices from each enabled provider's own APIs into the cache."""
+@click.option("--json", "as_json", is_flag=True, help="One object per provider, as JSON.")
+def refresh(providers: tuple[str, ...], as_json: bool) -> None:
+    """Fetch live prices from each enabled provider's own APIs into the cache.
+
+    \b
+    Exit status: 0 when every provider asked for (or, without --provider, every enabled
+    one with a live price source) refreshed; 2 when a named provider is unknown, not
+    enabled or has no live price source; 4 when a provider's API call failed.
+    Providers that fail keep their previous prices.
+    """
     app = get_app()
     named = split_list(providers)
     names = list(named) or app.registry.names()
-    failed = []
-    for name in names:
-        click.echo(f"{name}: refreshing...", err=True)
-        out = refresh_one(app, name)
-        click.echo(redact(f"{out.provider:8} {out.status:9} {out.detail}"))
-        # Asked-for providers must refresh; in the sweep of all, only real failures count.
-        if out.status == "failed" or (named and out.status == "skipped"):
-            failed.append(name)
-    if failed:
-        raise ProviderError(f"refresh did not complete for: {', '.join(failed)}")
+    announce = None if as_json else lambda n: click.echo(f"{n}: refreshing...", err=True)
+    outcomes = [refresh_one(app, name, announce) for name in names]
+    if as_json:
+        click.echo(redact(json.dumps([asdict(o) for o in outcomes], indent=2)))
+    else:
+        for out in outcomes:
+            click.echo(redact(f"{out.provider:8} {out.status:9} {out.detail}"))
+    by = {k: [o.provider for o in outcomes if o.status == k] for k in STATUSES}
+    if not as_json:
+        click.echo(
+            f"refreshed {len(by['refreshed'])} of {len(outcomes)} provider(s); skipped "
+            f"{len(by['skipped'])} (not enabled or no live price source; `cloudgpu check` "
+            f"says why), failed {len(by['failed'])}",
+            err=True,
+        )
+    if by["failed"]:
+        raise ProviderError(f"refresh failed for: {', '.join(by['failed'])}")
+    # Asked-for providers must refresh; in the sweep of all, skipping is normal.
+    wrong = by["unknown"] + (by["skipped"] if named else [])
+    if wrong:
+        raise ConfigError(
+            f"cannot refresh: {', '.join(wrong)}",
+            hint="`cloudgpu check` says which providers are enabled and why",
+        )

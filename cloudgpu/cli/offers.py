@@ -157,6 +157,8 @@ def build_query(opts: dict[str, Any]) -> OfferQuery:
     mem_floor = opts["min_gpu_memory"]
     nvme = opts["nvme"]
     limit = opts["limit"]
+    if limit is not None and limit > 0:
+        limit += 1  # one more than shown: tells the footer that rows were left out
     return OfferQuery(
         gpu=opts["gpu"],
         gpus=amount("gpus", "--gpus"),
@@ -190,8 +192,8 @@ def build_query(opts: dict[str, Any]) -> OfferQuery:
 @click.option("--sort", type=click.Choice(SORTS), default="price", show_default=True)
 @click.option("--cheapest-per", type=click.Choice(GROUPINGS), help="Keep the best offer per group.")
 @click.option(
-    "--limit", type=click.IntRange(min=0), default=DEFAULT_LIMIT, show_default=True,
-    help="Rows to show; 0 = all.",
+    "--limit", type=click.IntRange(min=0), default=None,
+    help=f"Rows to show; 0 = all (default: {DEFAULT_LIMIT} in a table, all in JSON/CSV).",
 )  # fmt: skip
 @click.option(
     "--all-accelerators", is_flag=True,
@@ -211,6 +213,10 @@ def offers(**opts: Any) -> None:
     a provider's snapshot with live prices. Stale prices are marked in every format.
     """
     fmt = output_format(opts.pop("as_json"), opts.pop("as_csv"), opts.pop("as_md"))
+    shown = opts["limit"]
+    if shown is None:  # data for scripts is never cut short silently
+        shown = DEFAULT_LIMIT if fmt in ("table", "markdown") else 0
+    opts["limit"] = shown
     query = build_query(opts)
     app = get_app()
     registry = load_registry()
@@ -223,13 +229,18 @@ def offers(**opts: Any) -> None:
             hint="`cloudgpu gpus --priced` lists the GPUs that have offers",
         )
     rows = require_offers(catalog.offers, query, registry, total=catalog.total_offers())
-    records = [offer_record(o, catalog, registry) for o in rows]
+    more = bool(shown) and len(rows) > shown
+    records = [offer_record(o, catalog, registry) for o in rows[: shown or None]]
     click.echo(render(records, fmt, OFFER_COLUMNS, OFFER_KEYS))
     if fmt in ("table", "markdown"):
-        click.echo(_footer(catalog, records, set(app.registry.names())), err=True)
+        click.echo(_footer(catalog, records, set(app.registry.names()), more), err=True)
+    elif more:
+        click.echo(f"note: first {shown} rows (--limit); --limit 0 prints all", err=True)
 
 
-def _footer(catalog: Catalog, records: list[dict[str, Any]], installed: set[str]) -> str:
+def _footer(
+    catalog: Catalog, records: list[dict[str, Any]], installed: set[str], more: bool = False
+) -> str:
     """Where the shown prices come from, how old they are, and which providers can only
     be compared (bundled prices, but no plugin to launch on)."""
     shown = sorted({r["provider"] for r in records})
@@ -239,7 +250,8 @@ def _footer(catalog: Catalog, records: list[dict[str, Any]], installed: set[str]
         where = "refreshed" if info.from_cache else "snapshot" if info.path else "reported"
         mark = " STALE" if info.stale else ""
         parts.append(f"{name}: {where} {info.observed_at[:10]} ({info.age_days:.0f} d){mark}")
-    text = f"{len(records)} offer{'s' if len(records) != 1 else ''} shown. Prices: "
+    text = f"{len(records)} offer{'s' if len(records) != 1 else ''} shown"
+    text += " (more match: --limit N or 0 for all). Prices: " if more else ". Prices: "
     text += "; ".join(parts)
     compare_only = [name for name in shown if name not in installed]
     if compare_only:

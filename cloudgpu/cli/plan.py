@@ -194,9 +194,15 @@ def render_plan(p: Plan, limit: int) -> str:
 
 def emit(p: Plan, as_json: bool, limit: int, all_rows: bool) -> None:
     if not p.candidates:
-        for line in render_rejected(p, limit):
-            click.echo(line, err=True)
         why = p.needs or "no offer meets the job's resources"
+        if as_json:  # the answer for scripts: fits false, why, and the nearest misses
+            near = sorted((c for c in p.rejected if _workload_reject(c)), key=_miss)[:limit]
+            rows = [candidate_json(c) for c in near] or [{"fits": False, "reason": why}]
+            rows[0]["needs"] = why
+            click.echo(json.dumps(rows, indent=2))
+        else:
+            for line in render_rejected(p, limit):
+                click.echo(line, err=True)
         raise ConfigError(f"nothing fits: {why}", hint="see the reasons above")
     if as_json:
         rows = p.candidates[:limit]
@@ -341,37 +347,40 @@ def _workload_flags(func: F) -> F:
     return func
 
 
-def pinned_offer(
+def pinned_offers(
     registry: GpuRegistry, offers: Sequence[Offer], gpu: str, count: int, spot: bool
-) -> Offer:
-    """A hypothetical machine of ``count`` x ``gpu``, priced at the catalog's cheapest
-    $/GPU-hour for that GPU and networked like the best-connected real offer of it."""
-    names = registry.matches(gpu)
-    if len(names) > 1:
-        raise ConfigError(
-            f"--gpu {gpu} matches {', '.join(sorted(names))}",
-            hint="name one variant to pin a configuration with --count",
-        )
-    spec = registry.require(next(iter(names)))
+) -> list[Offer]:
+    """Hypothetical machines of ``count`` x each GPU that ``gpu`` names (a family such as
+    A100-80GB gives one per variant), each priced at the catalog's cheapest $/GPU-hour
+    for that GPU and networked like the best-connected real offer of it."""
     market = "spot" if spot else "on_demand"
-    same = [o for o in offers if o.gpu == spec.name and o.gpu_count and o.market == market]
-    per_gpu = min((o.price_per_gpu_hour for o in same), default=0.0)
-    network = max((o.network_gbps for o in same if o.gpu_count == count), default=0.0)
-    return Offer(
-        provider="estimate",
-        instance_type=f"{count}x{spec.name}",
-        region="-",
-        zone="",
-        market=market,
-        gpu=spec.name,
-        gpu_count=count,
-        gpu_memory_gb=spec.memory_gb,
-        vcpus=0.0,
-        memory_gb=0.0,
-        price_per_hour=per_gpu * count,
-        network_gbps=network,
-        price_source="cheapest catalog $/GPU-hour" if same else "no catalog price ($0)",
-    )
+    names = sorted(registry.matches(gpu))
+    if not names:
+        registry.require(gpu)  # raises, naming the closest known GPUs
+    out = []
+    for name in names:
+        spec = registry.require(name)
+        same = [o for o in offers if o.gpu == spec.name and o.gpu_count and o.market == market]
+        per_gpu = min((o.price_per_gpu_hour for o in same), default=0.0)
+        network = max((o.network_gbps for o in same if o.gpu_count == count), default=0.0)
+        out.append(
+            Offer(
+                provider="estimate",
+                instance_type=f"{count}x{spec.name}",
+                region="-",
+                zone="",
+                market=market,
+                gpu=spec.name,
+                gpu_count=count,
+                gpu_memory_gb=spec.memory_gb,
+                vcpus=0.0,
+                memory_gb=0.0,
+                price_per_hour=per_gpu * count,
+                network_gbps=network,
+                price_source="cheapest catalog $/GPU-hour" if same else "no catalog price ($0)",
+            )
+        )
+    return out
 
 
 @click.command("estimate")
@@ -412,7 +421,7 @@ def estimate(
     offers: Sequence[Offer] = load_catalog(app.paths).offers
     gpu_req = GpuRequest(name=gpu)
     if gpu and count is not None:
-        offers = [pinned_offer(registry, offers, gpu, count, bool(spot))]
+        offers = pinned_offers(registry, offers, gpu, count, bool(spot))
         gpu_req = GpuRequest()
     spot_text = "auto" if spot is None else str(spot).lower()
     job = JobSpec(
@@ -425,7 +434,5 @@ def estimate(
     result = make_plan(job, offers, registry=registry, objective=objective, history=_history(app))
     emit(result, as_json, limit, all_rows)
     if gpu and count is not None and not as_json:
-        click.echo(
-            f"note: {count}x {offers[0].gpu} is hypothetical, priced at the"
-            f" {offers[0].price_source}"
-        )
+        for o in offers:
+            click.echo(f"note: {count}x {o.gpu} is hypothetical, priced at the {o.price_source}")

@@ -21,6 +21,8 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
+from cloudgpu_providers.vast.offers import place_name
+
 from cloudgpu.provider import (
     TAG_EXPIRES,
     TAG_INSTANCE,
@@ -95,7 +97,7 @@ def to_instance(
         provider=PROVIDER,
         state=state_of(inst),
         instance_type=tags.pop("cloudgpu-instance-type", ""),
-        region=str(inst.get("geolocation") or ""),
+        region=place_name(inst.get("geolocation")),
         market="spot" if inst.get("is_bid") else "on_demand",
         ssh=SSHTarget(host=str(host), port=int(port), user=user) if host and port else None,
         tags=tags,

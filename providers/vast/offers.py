@@ -59,6 +59,13 @@ def shape_name(ask: Mapping[str, Any]) -> str:
     return f"{int(ask.get('num_gpus') or 0)}x-{gpu}-{cpus}-{int(float(ask.get('cpu_ram') or 0))}"
 
 
+def place_name(text: object) -> str:
+    """A Vast location as readers expect it: empty parts dropped (the market lists hosts
+    with no city as ", US, NA"), "unknown" when nothing is left."""
+    parts = [p.strip() for p in str(text or "").split(",")]
+    return ", ".join(p for p in parts if p) or "unknown"
+
+
 def offers_from_asks(
     asks: Iterable[Mapping[str, Any]], market: str, registry: GpuRegistry, *, observed_at: str
 ) -> list[Offer]:
@@ -74,7 +81,7 @@ def offers_from_asks(
         offer = Offer(
             provider="vast",
             instance_type=shape_name(ask),
-            region=str(ask.get("geolocation") or "unknown"),
+            region=place_name(ask.get("geolocation")),
             zone="",
             market=market,
             gpu=gpu,

@@ -185,3 +185,18 @@ def test_parse_gpu_forms() -> None:
     assert parse_gpu("24GB+", REG).memory_floor == 24
     spec = parse_gpu("A100-80GB:8", REG)
     assert spec.names == {"A100-80GB-SXM", "A100-80GB-PCIe"} and spec.count == Amount(8)
+
+
+def test_fractional_gpu_pays_per_pflop_for_its_share_only() -> None:
+    from cloudgpu.catalog.offer import FLAG_FRACTIONAL_GPU, Offer
+
+    eighth = Offer(
+        provider="azure", instance_type="Standard_NV4as_v4", region="r", zone="",
+        market="on_demand", gpu="MI25", gpu_count=1, gpu_memory_gb=2.0, vcpus=4,
+        memory_gb=14, price_per_hour=0.1, flags=(FLAG_FRACTIONAL_GPU,),
+    )  # fmt: skip
+    whole = Offer(**{**eighth.to_dict(), "gpu_memory_gb": 16.0, "flags": ()})
+    assert eighth.gpu_share(16.0) == 0.125 and whole.gpu_share(16.0) == 1.0
+    per_whole = whole.price_per_pflop_hour(100.0, 16.0)
+    assert per_whole is not None
+    assert eighth.price_per_pflop_hour(100.0, 16.0) == pytest.approx(8 * per_whole)

@@ -56,14 +56,16 @@ def test_refresh_reports_each_provider_on_its_own_line(cloudgpu_home: Path) -> N
     assert "skipped" in lines["offcloud"] and "no OFF_TOKEN" in lines["offcloud"]
     assert "skipped" in lines["staticcloud"] and "no live price source" in lines["staticcloud"]
     assert "failed" in lines["brokencloud"] and "brokensdk" in lines["brokencloud"]
-    assert res.exit_code != 0
+    assert isinstance(res.exception, ProviderError) and res.exception.exit_code == 4
     assert "brokencloud" in str(res.exception) and "goodcloud" not in str(res.exception)
+    assert "offcloud: refreshing" not in res.stderr and "goodcloud: refreshing" in res.stderr
+    assert "refreshed 1 of 7 provider(s); skipped 3" in res.stderr
 
 
 def test_refresh_of_an_unknown_provider_is_reported(cloudgpu_home: Path) -> None:
     res = invoke(cloudgpu_home, "catalog", "refresh", "--provider", "goodclod")
-    assert "goodclod failed    unknown provider 'goodclod'" in res.stdout
-    assert res.exit_code != 0
+    assert "goodclod unknown   unknown provider 'goodclod'; did you mean goodcloud?" in res.stdout
+    assert isinstance(res.exception, ConfigError) and res.exception.exit_code == 2
 
 
 def test_info_table_and_json(cloudgpu_home: Path) -> None:
@@ -108,8 +110,10 @@ def test_refresh_subprocess_without_credentials(tmp_path: Path) -> None:
         [sys.executable, "-m", "cloudgpu", "catalog", "refresh", "--provider", "aws"],
         capture_output=True, text=True, check=False, env=env, timeout=120,
     )  # fmt: skip
-    assert proc.returncode == 4, proc.stderr
+    assert proc.returncode == 2, proc.stderr  # asked for, but cannot be: bad input
     assert "aws      skipped   not enabled" in proc.stdout
+    assert "aws: refreshing" not in proc.stderr  # nothing was fetched
+    assert "error: cannot refresh: aws" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "cache" / "catalog" / "aws.json").exists()
 
@@ -134,3 +138,12 @@ def test_offers_provider_local_and_sim_as_a_subprocess(cloudgpu_home: Path) -> N
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         assert {r["provider"] for r in json.loads(proc.stdout)} == {name}
+
+
+def test_refresh_sweep_with_only_skipped_providers_succeeds(cloudgpu_home: Path) -> None:
+    res = invoke(cloudgpu_home, "catalog", "refresh", "--provider", "goodcloud", "--json")
+    assert res.exit_code == 0
+    (row,) = json.loads(res.stdout)
+    assert row["status"] == "refreshed"
+    res = invoke(cloudgpu_home, "catalog", "refresh", "--provider", "offcloud,staticcloud")
+    assert isinstance(res.exception, ConfigError) and res.exception.exit_code == 2

@@ -201,3 +201,16 @@ def test_footer_says_where_prices_come_from(paths: Paths) -> None:
     write_cache(paths, "acme", [offer(provider="acme")], "test")
     _, _, err = run("offers", "--provider", "acme,aws", "--gpu", "H100", "--limit", "40")
     assert "No provider plugin installed for acme: compare only." in err
+
+
+def test_json_and_csv_are_never_cut_short_silently() -> None:
+    code, out, err = run("offers", "--gpu", "H100", "--json")
+    rows = json.loads(out)
+    assert code == 0 and len(rows) > 100 and "note:" not in err  # all of them, no limit
+    code, out, _ = run("offers", "--gpu", "H100", "--csv")
+    assert len(list(csv.DictReader(io.StringIO(out)))) == len(rows)
+    code, out, err = run("offers", "--gpu", "H100")
+    assert len(out.splitlines()) == 31  # a table shows 30 by default and says so
+    assert "30 offers shown (more match: --limit N or 0 for all)" in err
+    code, out, err = run("offers", "--gpu", "H100", "--json", "--limit", "7")
+    assert len(json.loads(out)) == 7 and "note: first 7 rows (--limit)" in err

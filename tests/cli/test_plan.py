@@ -16,6 +16,7 @@ from cloudgpu.cli import cli
 from cloudgpu.errors import CatalogError, ConfigError
 from cloudgpu.paths import Paths
 from cloudgpu.state.store import InstanceRecord, Store
+from tests.lifecycle.helpers import main_exit
 
 JSON_KEYS = {
     "provider",
@@ -177,12 +178,12 @@ def test_estimate_pins_a_configuration_to_compare_with_a_published_run() -> None
                 "--tokens",
                 "1B",
                 "--gpu",
-                "H100",
+                "H1000",
                 "--count",
                 "8",
             ],
-            ConfigError,
-            "--gpu H100 matches",
+            CatalogError,
+            "unknown GPU 'H1000'",
         ),
         (
             ["--model", "llama-3-8b", "--kind", "lora", "--tokens", "1B", "--gpu", "H1000"],
@@ -253,3 +254,29 @@ def test_plan_uses_the_store_history_and_local_data_size(tmp_path: Path, paths: 
     assert aws and all(r["startup_hours"] == pytest.approx(36 / 3600, abs=1e-4) for r in aws)
     assert others and all(r["startup_hours"] > 36 / 3600 for r in others)
     assert all(r["staging_hours"] > 0 for r in aws)
+
+
+def test_estimate_a_family_shows_each_variant() -> None:
+    res = invoke(
+        "estimate", "--model", "llama-3-8b", "--kind", "lora", "--tokens", "200M",
+        "--gpu", "A100-80GB", "--count", "8", "--json",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)
+    assert sorted(r["gpu"] for r in rows) == ["A100-80GB-PCIe", "A100-80GB-SXM"]
+    assert all(r["gpu_count"] == 8 and r["fits"] for r in rows)
+    res = invoke("estimate", "--model", "llama-3-8b", "--kind", "lora", "--tokens", "200M",
+                 "--gpu", "H100", "--count", "8")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert {"8x H100-SXM", "8x H100-PCIe", "8x H100-NVL"} <= set(res.output.split("  "))
+
+
+def test_estimate_json_says_fits_false_and_why() -> None:
+    code, out, err = main_exit(
+        ["estimate", "--model", "llama-3-70b", "--kind", "train", "--tokens", "1T",
+         "--gpu", "T4", "--count", "1", "--json"]
+    )  # fmt: skip
+    assert code == 2 and "nothing fits" in err
+    rows = json.loads(out)
+    assert rows[0]["fits"] is False and rows[0]["reason"] and rows[0]["needs"]
+    assert rows[0]["gpu"] == "T4"

@@ -74,3 +74,17 @@ def test_check_verify_names_the_source_not_the_key(configured: Paths, fake: Fake
     assert "enabled" in line and "env:VAST_API_KEY" in line
     assert fake.api_key not in out + err
     assert "GET /users/current/" in fake.calls()
+
+
+def test_place_names_drop_empty_parts_live_and_in_the_snapshot() -> None:
+    from cloudgpu_providers.vast.offers import place_name
+
+    from cloudgpu.catalog.catalog import load_catalog
+    from cloudgpu.paths import default_paths
+
+    assert place_name(", US, NA") == "US, NA"
+    assert place_name("Czechia, CZ") == "Czechia, CZ"
+    assert place_name(None) == place_name(" , ") == "unknown"
+    paths = default_paths({"CLOUDGPU_HOME": "/nonexistent-cloudgpu-home"})
+    regions = {o.region for o in load_catalog(paths, ["vast"], warn=None).offers}
+    assert regions and not any(r.startswith(",") or ", ," in r for r in regions)

@@ -17,6 +17,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from cloudgpu_providers.vast.offers import place_name
+
 from tools.convert.common import Context, Row, emit, mib_to_gb, read_rows
 
 
@@ -70,7 +72,7 @@ def convert_vast(ctx: Context, csv_path: Path) -> None:
         form = raw["InstanceType"].split("-")[1] if "-" in raw["InstanceType"] else ""
         hint = ctx.registry.canonical(form, mem, "vast")
         emit(ctx, Row(
-            instance_type=raw["InstanceType"], region=raw["Region"], zone="",
+            instance_type=raw["InstanceType"], region=place_name(raw["Region"]), zone="",
             gpu_raw=raw["AcceleratorName"], gpu_count=count, gpu_memory_gb=mem,
             vcpus=float(raw["vCPUs"]), memory_gb=float(raw["MemoryGiB"]),
             price=raw["Price"], spot="", gpu_hint=hint,
