@@ -197,9 +197,9 @@ def emit(p: Plan, as_json: bool, limit: int, all_rows: bool) -> None:
         why = p.needs or "no offer meets the job's resources"
         if as_json:  # the answer for scripts: fits false, why, and the nearest misses
             near = sorted((c for c in p.rejected if _workload_reject(c)), key=_miss)[:limit]
-            rows = [candidate_json(c) for c in near] or [{"fits": False, "reason": why}]
-            rows[0]["needs"] = why
-            click.echo(json.dumps(rows, indent=2))
+            misses = [candidate_json(c) for c in near] or [{"fits": False, "reason": why}]
+            misses[0]["needs"] = why
+            click.echo(json.dumps(misses, indent=2))
         else:
             for line in render_rejected(p, limit):
                 click.echo(line, err=True)
