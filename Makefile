@@ -25,11 +25,15 @@ $(AZURITE): tools/azurite/package.json
 	touch $(AZURITE)
 
 # System tools the tests and the demo use: OpenSSH server/client and rsync (a baseline
-# in the benchmarks), Chromium (renders the HTML report in a test) and faketime (the
-# lifecycle tests run again a year ahead). Installed with apt-get when missing (CI runs as root).
+# in the benchmarks), Chromium (renders the HTML report in a test), faketime (the
+# lifecycle tests run again a year ahead) and Slurm with munge (the slurm provider's
+# tests start a real cluster on loopback). Installed with apt-get when missing (CI runs as root).
+SYSDEPS := sshd:openssh-server ssh:openssh-client ssh-keygen:openssh-client rsync:rsync \
+	chromium:chromium faketime:faketime slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client \
+	munged:munge mungekey:munge
 sysdeps:
 	@missing=""; \
-	for t in sshd:openssh-server ssh:openssh-client ssh-keygen:openssh-client rsync:rsync chromium:chromium faketime:faketime; do \
+	for t in $(SYSDEPS); do \
 	  bin=$${t%%:*}; pkg=$${t##*:}; \
 	  command -v $$bin >/dev/null 2>&1 || [ -x /usr/sbin/$$bin ] || missing="$$missing $$pkg"; \
 	done; \

@@ -87,6 +87,9 @@ class SSHTarget:
     # OpenSSH form "SHA256:...". Empty: pin on first use and show the fingerprint.
     host_key_fingerprints: tuple[str, ...] = ()
     key_file: str | None = None  # private key path (never the key itself)
+    # argv every command runs through on that host, ending where the command goes: the
+    # SSH host is a gateway (a Slurm login node: srun into the job's allocation).
+    launcher: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,9 @@ class Instance:
     launched_at: float | None = None  # unix seconds
     nvme_mount: str = "/nvme"  # where the job finds local NVMe on this instance
     workdir: str = ""  # for non-remote providers: the instance's root on this machine
+    # Where the other nodes of a multi-node job reach this one (VPC address, cluster
+    # hostname); "" when the provider has none.
+    private_address: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 

@@ -377,6 +377,7 @@ def to_instance(rec: InstanceRecord) -> Instance:
             user=s.get("user", "root"),
             host_key_fingerprints=tuple(s.get("fingerprints", ())),
             key_file=s.get("key_file"),
+            launcher=tuple(s.get("launcher", ())),
         )
     return Instance(
         id=rec.provider_id,
@@ -423,6 +424,8 @@ def ssh(job: str, command: tuple[str, ...]) -> None:
         "LogLevel=ERROR",
     ]
     argv += ["-t"] if not command else []
+    if inst.ssh.launcher:  # a gateway: the shell or command runs through its launcher
+        command = (*inst.ssh.launcher, *(command or ("bash", "-i")))
     argv += [f"{inst.ssh.user}@{inst.ssh.host}", *command]
     sys.exit(subprocess.call(argv))
 

@@ -247,4 +247,5 @@ def ssh_dict(inst: Instance) -> dict[str, object]:
         "key_file": s.key_file,
         "fingerprints": list(s.host_key_fingerprints),
         "nvme": inst.nvme_mount,
+        **({"launcher": list(s.launcher)} if s.launcher else {}),
     }

@@ -64,4 +64,10 @@ def connect(
     ep = Endpoint(target.host, target.port, target.user, key, tuple(target.host_key_fingerprints))
     transport = open_transport(ep, known_hosts, timeout=timeout, on_new_host_key=on_new_host_key)
     openssh = OpenSSH(ep, known_hosts) if use_openssh and OpenSSH.available() else None
-    return SSHMachine(transport, ep, nvme_path=instance.nvme_mount or "/nvme", openssh=openssh)
+    return SSHMachine(
+        transport,
+        ep,
+        nvme_path=instance.nvme_mount or "/nvme",
+        openssh=openssh,
+        launcher=target.launcher,
+    )

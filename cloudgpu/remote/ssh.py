@@ -14,7 +14,7 @@ import select
 import shlex
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import paramiko
@@ -37,9 +37,15 @@ _MARK = b"CGPU-PGID "
 KILL_GRACE_S = 5.0
 
 
-def compose(command: str, env: Mapping[str, str], cwd: str | None) -> str:
-    """The remote shell text: report our process group, set env and cwd, run."""
-    lines = [f"printf '{_MARK.decode()}%s\\n' $$"]
+def compose(
+    command: str, env: Mapping[str, str], cwd: str | None, launcher: Sequence[str] = ()
+) -> str:
+    """The remote shell text: report our process group, set env and cwd, run.
+
+    With a ``launcher`` the process group reported is the launcher's on the SSH host (so
+    stop kills it, and it its remote side); env and cwd apply where the command runs.
+    """
+    lines = []
     for k, v in env.items():
         if not _ENV_NAME.match(k):
             raise ConfigError(f"env: {k!r} is not a valid environment variable name")
@@ -48,7 +54,18 @@ def compose(command: str, env: Mapping[str, str], cwd: str | None) -> str:
         lines.append(f"cd {shlex.quote(cwd)} || exit 1")
     q = shlex.quote(command)
     lines.append(f"command -v bash >/dev/null 2>&1 && exec bash -c {q}; exec sh -c {q}")
-    return "\n".join(lines)
+    body = "\n".join(lines)
+    mark = f"printf '{_MARK.decode()}%s\\n' $$"
+    if launcher:
+        return f"{mark}\nexec {launched(launcher, body)}"
+    return f"{mark}\n{body}"
+
+
+def launched(launcher: Sequence[str], command: str) -> str:
+    """``command`` (shell text) run through ``launcher`` (argv) on the SSH host."""
+    if not launcher:
+        return command
+    return f"{shlex.join(launcher)} sh -c {shlex.quote(command)}"
 
 
 class ParamikoStream:
@@ -86,8 +103,10 @@ class SSHMachine:
         nvme_path: str = "/nvme",
         python: str = "python3",
         openssh: OpenSSH | None = None,
+        launcher: Sequence[str] = (),
     ) -> None:
         self.transport = transport
+        self.launcher = tuple(launcher)  # see SSHTarget.launcher
         self.endpoint = endpoint
         self.nvme_path = nvme_path
         self.python = python  # the interpreter the sync agent runs with on the instance
@@ -115,7 +134,7 @@ class SSHMachine:
         stop: threading.Event | None = None,
     ) -> int:
         full_env = {NVME_ENV: self.nvme_path, **(env or {})}
-        chan = self._channel(compose(command, full_env, cwd))
+        chan = self._channel(compose(command, full_env, cwd, self.launcher))
         chan.shutdown_write()  # jobs get EOF on stdin, never a hang waiting for input
         out = _Demux(on_stdout)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -158,14 +177,18 @@ class SSHMachine:
     # -- transfer --------------------------------------------------------------------
 
     def _paramiko_stream(self, command: str) -> transfer.Stream:
-        return ParamikoStream(self._channel(command))
+        return ParamikoStream(self._channel(launched(self.launcher, command)))
+
+    def _openssh_stream(self, command: str) -> transfer.Stream:
+        assert self.openssh is not None
+        return self.openssh.stream(launched(self.launcher, command))
 
     def _transfer(self, op: Callable[[transfer.OpenStream], TransferStats]) -> TransferStats:
         """Run ``op`` over the ssh binary when we have one, else (or if the binary cannot
         connect, e.g. its key lives in an agent it cannot reach) over paramiko."""
         if self.openssh is not None:
             try:
-                return op(self.openssh.stream)
+                return op(self._openssh_stream)
             except transfer.TransportFailed:
                 self.openssh.close()
                 self.openssh = None  # a sync is incremental: retrying resends only the rest

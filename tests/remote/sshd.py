@@ -62,7 +62,7 @@ def keygen(path: Path, kind: str = "ed25519") -> str:
     return out.split()[1]
 
 
-def write_config(d: Path, port: int, user: str) -> Path:
+def write_config(d: Path, port: int, user: str, extra: str = "") -> Path:
     cfg = d / "sshd_config"
     # Sessions get their own HOME: the host user's dotfiles (pyenv init and its rehash
     # lock) are not run by every test command.
@@ -86,12 +86,16 @@ Subsystem sftp internal-sftp
 SetEnv HOME={d / "home"}
 LogLevel ERROR
 """
+        + extra
     )
     return cfg
 
 
-def start_sshd(d: Path, port: int | None = None, *, fresh_host_key: bool = False) -> SSHDServer:
-    """Start sshd with its files in ``d``; reuses the keys already there unless told."""
+def start_sshd(
+    d: Path, port: int | None = None, *, fresh_host_key: bool = False, extra_config: str = ""
+) -> SSHDServer:
+    """Start sshd with its files in ``d``; reuses the keys already there unless told.
+    ``extra_config``: more sshd_config lines (e.g. ``SetEnv`` for a login node)."""
     if not os.path.exists(SSHD):
         raise RuntimeError("OpenSSH's sshd is not installed: run `make sysdeps`")
     d.mkdir(parents=True, exist_ok=True)
@@ -104,7 +108,7 @@ def start_sshd(d: Path, port: int | None = None, *, fresh_host_key: bool = False
     shutil.copyfile(d / "client_ed25519.pub", d / "authorized_keys")
     user = getpass.getuser()
     port = port or free_port()
-    cfg = write_config(d, port, user)
+    cfg = write_config(d, port, user, extra_config)
     log = open(d / "sshd.log", "ab")  # noqa: SIM115 - lives as long as the server
     proc = subprocess.Popen(
         [SSHD, "-D", "-e", "-f", str(cfg)], stderr=log, stdin=subprocess.DEVNULL

@@ -6,6 +6,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from cloudgpu.remote import (
     connect,
 )
 from tests.remote.conftest import instance_for
+from tests.remote.sshd import SSHDServer
 
 
 @pytest.fixture(params=["ssh", "local"])
@@ -124,3 +126,35 @@ def _running(pid: int) -> bool:
 def test_stdin_is_closed(any_machine: Machine) -> None:
     rc, out, _ = collect(any_machine, "cat; echo eof", timeout=60)
     assert (rc, out) == (0, "eof\n")
+
+
+@pytest.mark.parametrize("openssh", [False, True])
+def test_launcher_carries_commands_and_transfers(
+    sshd_server: SSHDServer, tmp_path: Path, openssh: bool
+) -> None:
+    """A gateway host: every command and transfer runs through the target's launcher
+    (here `env VIA=launcher`, standing in for srun into an allocation)."""
+    inst = instance_for(sshd_server)
+    assert inst.ssh is not None
+    inst = replace(inst, ssh=replace(inst.ssh, launcher=("env", "VIA=launcher")))
+    m = connect(inst, known_hosts=tmp_path / "kh", use_openssh=openssh)
+    try:
+        rc, out, _ = collect(m, 'echo "$VIA $X $(pwd)"', env={"X": "a b'c"}, cwd=str(tmp_path))
+        assert (rc, out) == (0, f"launcher a b'c {tmp_path}\n")
+        src = tmp_path / "src"
+        src.mkdir()
+        (src / "f").write_bytes(os.urandom(70000))
+        assert m.put_dir(src, str(tmp_path / "dst")).files_sent == 1
+        assert (tmp_path / "dst" / "f").read_bytes() == (src / "f").read_bytes()
+        pidfile = tmp_path / "child.pid"
+        stop = threading.Event()
+        cmd = f"sleep 300 & echo $! > '{pidfile}'; echo started; wait"
+
+        def on_out(data: bytes) -> None:
+            if b"started" in data:
+                stop.set()
+
+        assert m.run(cmd, on_stdout=on_out, stop=stop, timeout=120) == EXIT_STOPPED
+        assert not _running(int(pidfile.read_text()))
+    finally:
+        m.close()
