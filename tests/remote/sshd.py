@@ -13,7 +13,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,7 +62,7 @@ def keygen(path: Path, kind: str = "ed25519") -> str:
     return out.split()[1]
 
 
-def write_config(d: Path, port: int, user: str, extra: str = "") -> Path:
+def write_config(d: Path, port: int, user: str, setenv: Mapping[str, str] | None = None) -> Path:
     cfg = d / "sshd_config"
     # Sessions get their own HOME: the host user's dotfiles (pyenv init and its rehash
     # lock) are not run by every test command.
@@ -83,19 +83,22 @@ StrictModes no
 MaxStartups 100:30:200
 MaxSessions 100
 Subsystem sftp internal-sftp
-SetEnv HOME={d / "home"}
+SetEnv {" ".join(f"{k}={v}" for k, v in {"HOME": str(d / "home"), **(setenv or {})}.items())}
 LogLevel ERROR
 """
-        + extra
     )
     return cfg
 
 
 def start_sshd(
-    d: Path, port: int | None = None, *, fresh_host_key: bool = False, extra_config: str = ""
+    d: Path,
+    port: int | None = None,
+    *,
+    fresh_host_key: bool = False,
+    setenv: Mapping[str, str] | None = None,
 ) -> SSHDServer:
     """Start sshd with its files in ``d``; reuses the keys already there unless told.
-    ``extra_config``: more sshd_config lines (e.g. ``SetEnv`` for a login node)."""
+    ``setenv``: more variables every session gets (sshd honours one SetEnv line only)."""
     if not os.path.exists(SSHD):
         raise RuntimeError("OpenSSH's sshd is not installed: run `make sysdeps`")
     d.mkdir(parents=True, exist_ok=True)
@@ -108,7 +111,7 @@ def start_sshd(
     shutil.copyfile(d / "client_ed25519.pub", d / "authorized_keys")
     user = getpass.getuser()
     port = port or free_port()
-    cfg = write_config(d, port, user, extra_config)
+    cfg = write_config(d, port, user, setenv)
     log = open(d / "sshd.log", "ab")  # noqa: SIM115 - lives as long as the server
     proc = subprocess.Popen(
         [SSHD, "-D", "-e", "-f", str(cfg)], stderr=log, stdin=subprocess.DEVNULL
