@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "buy-vs-rent": ("cloudgpu.cli.buyrent", "buy_vs_rent", "When owning GPUs beats renting."),
     "report": ("cloudgpu.cli.report", "report", "Cost reports: HTML, Markdown, CSV, JSON."),
     "runner": ("cloudgpu.cli.runner", "runner", "Ephemeral GitHub Actions GPU runners."),
+    "data": ("cloudgpu.cli.data", "data", "List data sources; probe whether GPUs would starve."),
 }
 
 

@@ -29,6 +29,7 @@ from cloudgpu.lifecycle.stage import (
     collect_outputs,
     flush_checkpoint,
     on_instance,
+    probe_line,
     restore_checkpoint,
     stage_data,
 )
@@ -37,6 +38,7 @@ from cloudgpu.provider import Capabilities
 from cloudgpu.remote import Machine
 from cloudgpu.spec.model import JobSpec
 from cloudgpu.sshkeys import ensure_keypair
+from cloudgpu.state import probes
 
 DEADLINE_GRACE_S = 300.0  # past max_runtime, for collecting outputs and teardown
 DEFAULT_EXPIRY_S = 24 * 3600.0  # tag expiry when the job sets no max_runtime
@@ -194,20 +196,27 @@ class JobRun:
         if caps.disposable:
             self.deps.sink.info(bootstrap(machine, got.instance, caps, self.deadline), detail=True)
             self.state(states.STAGING)
-            self._stage(machine)
+            self._stage(machine, got)
             return
         with ThreadPoolExecutor(1, thread_name_prefix="cloudgpu-bootstrap") as pool:
             booting = pool.submit(bootstrap, machine, got.instance, caps, self.deadline)
             self.state(states.STAGING)
             try:
-                self._stage(machine)
+                self._stage(machine, got)
             except BaseException:
                 booting.result()  # a bootstrap failure explains a staging one: raise it first
                 raise
             self.deps.sink.info(booting.result(), detail=True)
 
-    def _stage(self, machine: Machine) -> None:
+    def _stage(self, machine: Machine, got: Provisioned) -> None:
         stage_data(machine, self.job, self.deps.sink, self.deps.paths.cache_dir, self.deps.env)
+        o = got.offer
+        found = probe_line(machine, self.job, o.gpu_count, self.deps.sink)
+        if found is not None:
+            probes.record(
+                self.deps.store, self.job_id, o.provider, o.instance_type, o.gpu or "",
+                self.deps.clock(), found,
+            )  # fmt: skip
 
     def _commands(self, machine: Machine, got: Provisioned) -> int:
         env = {

@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from cloudgpu.data import probe as probing
 from cloudgpu.data import pull, uri
 from cloudgpu.data.select import selector_for
 from cloudgpu.data.stores import open_store
@@ -103,6 +104,26 @@ def pull_remote(
         bytes_skipped=stats.skipped_bytes,
         seconds=stats.seconds,
     )
+
+
+def probe_line(machine: Machine, job: JobSpec, gpus: int, sink: Sink) -> dict[str, object] | None:
+    """The launch's one data-probe line. The quick disk probe (~4 s) runs when it can
+    decide something: the workload states its consumption, or data comes from an object
+    store; otherwise the line says how to measure. Never fatal."""
+    need = probing.need_of(job.workload, gpus)
+    if need.samples_per_s <= 0 and not any(uri.is_remote(d.src) for d in job.data):
+        sink.info("data probe: not run (no workload.samples_per_s); `cloudgpu data probe JOB`")
+        return None
+    try:
+        result = probing.run_probe(machine, quick=True, gpu=False)
+    except RemoteError as exc:
+        sink.info(f"data probe skipped: {exc}")
+        return None
+    v = probing.verdict(result, need)
+    sink.info(f"data probe: {probing.summary(result)}; {v.headline}")
+    for advice in v.advice:
+        sink.info(f"data probe advice: {advice}")
+    return result
 
 
 def checkpoint_dir(data_dir: Path, job_id: str) -> Path:

@@ -12,7 +12,7 @@ through it. It
   socket belongs to this test process (the client runs in-process through CliRunner,
   the instance-side puller in another process), so a test can assert that the client
   read no object;
-* can cut a response after N bytes (a dropped connection mid-object).
+* can cut a response after N bytes (a dropped connection mid-object) or slow it down.
 
 Error shapes: S3 "Request has expired" (403 AccessDenied) and SignatureDoesNotMatch as in
 https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html and
@@ -57,6 +57,7 @@ class Gate:
     clock: Callable[[], float] = time.time
     hits: list[Hit] = field(default_factory=list)
     cut_after: dict[str, int] = field(default_factory=dict)  # path -> bytes, one-shot
+    slow: dict[str, float] = field(default_factory=dict)  # path -> seconds per 64 KiB
     url: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -137,7 +138,10 @@ def _handler(gate: Gate) -> type[BaseHTTPRequestHandler]:
             sent = 0
             with gate.lock:
                 cut = gate.cut_after.pop(parts.path, None)
+            delay = gate.slow.get(parts.path, 0.0)
             while block := resp.read(1 << 16):
+                if delay:
+                    time.sleep(delay)
                 if cut is not None and sent + len(block) > cut:
                     self.wfile.write(block[: cut - sent])
                     sent = cut

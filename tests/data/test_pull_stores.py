@@ -5,7 +5,10 @@ workspace whose puller runs as a child process with no credentials in its enviro
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +45,7 @@ def sut(seeded: StoreUnderTest) -> Iterator[StoreUnderTest]:
     """The module's store with a clean gate (log, clock, faults) for each test."""
     seeded.gate.hits.clear()
     seeded.gate.cut_after.clear()
+    seeded.gate.slow.clear()
     seeded.gate.clock = time.time
     yield seeded
 
@@ -173,3 +177,54 @@ def test_corrupted_object_fails_and_is_not_kept(
     with pytest.raises(RemoteError, match="integrity check failed"):
         pull.pull(m, listing, st, f"{m.nvme_path}/data")
     assert not Path(m.nvme_path, "data", obj.rel).exists()
+
+
+def test_killed_pull_resumes_without_refetching_finished_parts(
+    sut: StoreUnderTest, data: Dataset, tmp_path: Path
+) -> None:
+    m = machine(tmp_path)
+    src = parse(sut.uri)
+    st = open_store(src, sut.env)
+    listing = pull.list_source_with(src, st, Selector(["small/"]))
+    big = _object_path(sut, data.large)
+    sut.gate.slow[big] = 0.01  # ~6 MB/s per part: time to kill it mid-object
+    dest, state = f"{m.nvme_path}/data", f"{m.nvme_path}/.cloudgpu/pull"
+    man = pull.manifest(
+        listing,
+        st.sign_get(src, listing.objects, 600),
+        dest,
+        state,
+        time.time() + 600,
+        workers=1,
+        part_size=8 << 20,
+    )
+    Path(state).mkdir(parents=True)
+    Path(state, "m.json").write_text(json.dumps(man))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", pull.PULLER_SOURCE, "pull", f"{state}/m.json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={},
+    )
+    sidecar = Path(dest, "big", ".large.bin.cloudgpu-part.json")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done = json.loads(sidecar.read_text())["md5s"] if sidecar.exists() else {}
+        if done:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    assert done, "the first part never finished"
+    assert not Path(dest, data.large).exists()
+    sut.gate.slow.clear()
+    first = sum(h.body_bytes for h in sut.instance_object_reads())
+    stats = pull.pull(m, listing, st, dest, part_size=8 << 20)
+    assert stats.resumed_bytes >= 8 << 20
+    second = sum(h.body_bytes for h in sut.instance_object_reads()) - first
+    assert second == len(data.files[data.large]) - stats.resumed_bytes
+    assert (
+        hashlib.sha256(Path(dest, data.large).read_bytes()).hexdigest()
+        == (data.digests()[data.large])
+    )
+    assert not sidecar.exists()
