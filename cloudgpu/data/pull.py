@@ -35,7 +35,8 @@ MIN_TTL_S = 900
 MAX_TTL_S = 12 * 3600
 SLOW_BYTES_PER_S = 20e6  # the staging window assumes at least this rate
 DEFAULT_WORKERS = 32
-DEFAULT_PART_SIZE = 32 << 20
+# Small parts: more streams per large object (a store serves each stream at a limited rate).
+DEFAULT_PART_SIZE = 8 << 20
 STATE_DIR = ".cloudgpu/pull"  # under the instance's NVMe: partials' index, manifests
 MAX_LINE = 1 << 16
 
