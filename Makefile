@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install sysdeps tools test test-fast lint demo bench clean
+.PHONY: install sysdeps tools test test-fast test-lowest lint demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,21 @@ lint: $(STAMP)
 
 test: install lint
 	$(VENV)/bin/pytest -q
+	$(MAKE) test-lowest
+
+# The lowest versions pyproject.toml allows (constraints-lowest.txt), in a venv of their
+# own, through the tests that send each cloud SDK's requests and read its answers.
+LOW_VENV  := .venv-lowest
+LOW_TESTS := tests/providers/test_aws.py tests/providers/test_aws_refresh.py \
+	tests/providers/test_aws_faults.py tests/providers/test_gcp.py \
+	tests/providers/test_gcp_refresh.py tests/providers/test_azure.py \
+	tests/providers/test_azure_offers.py tests/providers/test_azure_units.py \
+	tests/providers/test_azure_auth.py tests/data/test_pull_stores.py
+test-lowest: sysdeps tools
+	test -x $(LOW_VENV)/bin/python || $(PYTHON) -m venv $(LOW_VENV)
+	$(LOW_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LOW_VENV)/bin/python -m pip install -q -e '.[all,dev]' -c constraints-lowest.txt
+	$(LOW_VENV)/bin/pytest -q -p no:cacheprovider $(LOW_TESTS)
 
 test-fast: install
 	$(VENV)/bin/pytest -q -m 'not slow'
@@ -61,4 +76,4 @@ bench: install
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) .cloudgpu-demo .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LOW_VENV) .cloudgpu-demo .pytest_cache .mypy_cache .ruff_cache

@@ -62,6 +62,7 @@ class Availability:
     enabled: bool
     reason: str
     sources: tuple[str, ...] = ()  # credential sources looked at, e.g. "env:AWS_PROFILE"
+    extra: str = ""  # the pip extra that would enable it (its SDK is not installed)
 
 
 class InstanceState(enum.StrEnum):

@@ -104,3 +104,22 @@ def test_no_extras_launches_quickstart_from_the_wheel(
     res = _cloudgpu(env_dir, ["plan", "finetune.yaml", "--json", "--limit", "1"], tmp_path)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)[0]["gpu_count"] == 8
+
+
+def test_no_extras_means_not_enabled_with_the_install_hint(
+    installed: tuple[Path, str], tmp_path: Path
+) -> None:
+    """With credentials but without the SDK extras, `check` names the extra to install."""
+    env_dir, _ = installed
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env.update(
+        CLOUDGPU_HOME=str(tmp_path / ".home"),
+        AWS_ACCESS_KEY_ID="AKIAEXAMPLE",
+        AWS_SECRET_ACCESS_KEY="example-secret",
+    )
+    res = _run([str(env_dir / "bin" / "cloudgpu"), "check"], cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    lines = {ln.split()[0]: ln for ln in res.stdout.splitlines() if ln.strip()}
+    for name in ("aws", "gcp", "azure"):
+        assert f"not enabled: install cloudgpu[{name}]" in lines[name], lines[name]
+    assert "not enabled: install" not in lines["runpod"]  # no extra needed

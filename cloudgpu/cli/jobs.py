@@ -346,8 +346,11 @@ def _enabled(app: App) -> list[Any]:
     for name in app.registry.names():
         try:
             p = app.registry.get(name)
-            if p.availability().enabled:
+            av = p.availability()
+            if av.enabled:
                 out.append(p)
+            elif av.extra:  # it may have instances, but this install cannot reach them
+                click.echo(f"{PREFIX}{name}: skipped ({av.reason})", err=True)
         except (ImportError, AttributeError, CloudGPUError) as exc:
             click.echo(f"{PREFIX}{name}: skipped ({exc})", err=True)
     return out

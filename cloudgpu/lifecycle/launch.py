@@ -82,7 +82,9 @@ def rank_offers(job: JobSpec, gathered: Gathered, gpus: GpuRegistry) -> Ranking:
     ranking = rank(job, gathered.offers, gpus)
     if not ranking.fits:
         err = nothing_fits(job, ranking)
-        if gathered.notes:
+        if gathered.notes and len(gathered.notes) <= 3:
+            err.hint = "; ".join(gathered.notes) + "; or relax the resources"
+        elif gathered.notes:
             names = ", ".join(n.split(":", 1)[0] for n in gathered.notes)
             err.hint = f"not enabled: {names} (`cloudgpu check` says why); or relax the resources"
         raise err

@@ -25,6 +25,13 @@ def teardown_instance(
 ) -> float:
     """Terminate ``rec``'s instance, wait until the provider confirms, record spend."""
     provider = deps.provider(rec.provider)
+    sdk = provider.availability()
+    if sdk.extra:  # without its SDK this install cannot reach the instance at all
+        raise ProviderError(
+            f"cannot tear down {rec.provider_id or rec.id}: {sdk.reason}",
+            provider=rec.provider,
+            hint=f"pip install 'cloudgpu[{sdk.extra}]', then `cloudgpu down {rec.job_id}`",
+        )
     ids = (
         [rec.provider_id]
         if rec.provider_id

@@ -28,6 +28,7 @@ from cloudgpu_providers.aws.keys import job_key, remove_key_files
 from cloudgpu_providers.aws.refresh import fetch_region
 from cloudgpu_providers.aws.session import Clients
 from cloudgpu_providers.aws.settings import DLAMI_NVME_MOUNT, AwsSettings, parse_settings
+from cloudgpu_providers.extras import missing_sdk
 
 from cloudgpu.catalog.gpus import GpuRegistry, load_registry
 from cloudgpu.catalog.offer import Offer
@@ -43,6 +44,7 @@ from cloudgpu.provider import (
 )
 
 # Spot request status codes meaning "the interruption notice has been issued".
+SDK_MODULES = ("boto3",)  # the `aws` extra
 NOTICE_CODES = ("marked-for-termination", "marked-for-stop", "marked-for-hibernation")
 SPOT_NOTICE_S = 120.0  # AWS gives two minutes from the notice
 NOTICE_POLL_S = 5.0
@@ -77,6 +79,9 @@ class AWSProvider(Provider):
     # -- discovery -------------------------------------------------------------------
 
     def availability(self) -> Availability:
+        missing = missing_sdk(SDK_MODULES, "aws")
+        if missing is not None:
+            return missing
         report = find_credentials(self.ctx.env, self.settings.profile)
         if report.source is None:
             reason = report.problem or "no AWS credentials found"

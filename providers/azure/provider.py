@@ -30,6 +30,7 @@ from cloudgpu_providers.azure.arm import (
 )
 from cloudgpu_providers.azure.auth import detect, make_credential
 from cloudgpu_providers.callerip import lookup_cidr, normalized_cidr
+from cloudgpu_providers.extras import missing_sdk
 
 from cloudgpu import sshkeys
 from cloudgpu.catalog.gpus import load_registry
@@ -59,6 +60,7 @@ TAG_VM = "cloudgpu-azure-vm"
 TAG_MARKET = "cloudgpu-azure-market"
 TAG_PRICE = "cloudgpu-azure-price"
 GROUP_PREFIX = "cloudgpu-"
+SDK_MODULES = ("azure.identity", "azure.mgmt.compute", "azure.mgmt.network", "azure.mgmt.resource")
 DEFAULT_IP_LOOKUP = "https://api.ipify.org"
 
 
@@ -89,6 +91,9 @@ class AzureProvider(Provider):
         det = detect(self.ctx.env, self.ctx.config)
         if self.ctx.config.get("enabled") is False:
             return Availability(False, "disabled in config ([providers.azure] enabled = false)")
+        missing = missing_sdk(SDK_MODULES, "azure")
+        if missing is not None:
+            return missing
         label = "credential passed in" if self._credential is not None else None
         label = label or (det.source.label if det.source else None)
         if label is None:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from cloudgpu_providers.callerip import lookup_cidr, normalized_cidr
+from cloudgpu_providers.extras import missing_sdk
 from cloudgpu_providers.gcp import instances as build
 from cloudgpu_providers.gcp import pricing
 from cloudgpu_providers.gcp.clients import PROVIDER, Clients, operation_error
@@ -42,6 +43,7 @@ from cloudgpu.provider import (
 from cloudgpu.sshkeys import key_pair
 
 DEFAULT_IP_LOOKUP = "https://checkip.amazonaws.com"
+SDK_MODULES = ("google.cloud.compute_v1", "google.cloud.billing_v1")  # the `gcp` extra
 OP_WAITS = 20  # zoneOperations.wait returns after at most ~2 min; 20 waits ~ 40 min
 
 
@@ -67,6 +69,9 @@ class GCPProvider(Provider):
     # -- credentials -----------------------------------------------------------------
 
     def availability(self) -> Availability:
+        missing = missing_sdk(SDK_MODULES, "gcp")
+        if missing is not None:
+            return missing
         source = find_source(self.ctx.config, self.ctx.env)
         if source.kind == "anonymous" and not self.ctx.config.get("endpoint_url"):
             return Availability(False, "anonymous = true needs endpoint_url", SOURCES)
