@@ -1,23 +1,46 @@
-"""Fit and time one machine shape (GPU model x GPUs per node x nodes): pick the fastest
-layout that fits (sharding, recomputation), or say why none does and the cheapest change
+"""Fit and time one machine shape (GPU model x GPUs per node x nodes): search the layouts
+the job allows for the fastest that fits, or say why none does and the cheapest change
 that would make it fit.
 
-Works on one shape at a time and caches nothing itself (rank.py caches per shape); it
-must not look at prices.
+The layout search (training): tensor parallelism inside a node (1, 2, 4, 8), pipeline
+stages across nodes (divisors of the node count), data parallelism over the rest with
+DDP or ZeRO-1/2/3 (FSDP), a micro-batch (1..32, no more than the global batch allows)
+with gradient accumulation up to the global batch, and activation checkpointing only
+where it pays: every combination that fits is timed and the fastest kept; ties keep the
+less sharded, less recomputed one. Pruned without changing the answer: DDP, ZeRO-1 and
+ZeRO-2 move the same bytes once per step, so only the least sharded one that fits is
+timed (at its largest micro-batch unless pipelining makes the micro-batch count
+matter); ZeRO-3 only when none of them fits; a checkpointing mode whose compute alone
+is slower than the best found is skipped. Serving: tensor parallelism over a node's
+GPUs, the rest as replicas, each holding the most concurrent sequences that fit (up to
+256). Anything the workload states (tensor_parallel, pipeline_parallel, sharding,
+checkpointing, micro_batch, grad_accum, global_batch, batch) is pinned.
+
+Works on one shape at a time; memory per layout is cached by the caller (it does not
+depend on the GPU model), nothing else; it must not look at prices.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from cloudgpu.catalog.gpus import GpuSpec
-from cloudgpu.planner.memory import GIB, Layout, memory_breakdown
+from cloudgpu.planner.memory import GIB, Layout, memory_breakdown, usable_fraction
 from cloudgpu.planner.timing import infer_time, train_time
 from cloudgpu.planner.workload import Workload
 
 SHARDINGS = ("ddp", "zero1", "zero2", "zero3")
+MICRO_BATCHES = (1, 2, 4, 8, 16, 32)
+TENSOR_PARALLEL = (1, 2, 4, 8)
 AUTO_BATCHES = (256, 128, 64, 32, 16, 8, 4, 2, 1)
+TRAIN_BATCH_TOKENS = 2**21  # default global batch for pretraining: ~2M tokens (Llama 2: 4M)
+FINETUNE_BATCH = 128  # sequences (Stanford Alpaca, LitGPT's fine-tuning default)
+
+# Memory per workload and layout: it does not depend on the GPU model, so one entry serves
+# every machine with the same GPUs per node and nodes.
+MemoryCache = dict[Workload, dict[Layout, tuple[dict[str, float], float]]]
 
 
 @dataclass(frozen=True)
@@ -46,89 +69,230 @@ class ShapeEstimate:
     fix: str = ""
 
 
-def layouts(w: Workload, shape: Shape) -> list[Layout]:
-    """Every layout the job allows on ``shape``, most preferred (least overhead) first."""
-    if not w.training:
-        # Serving engines fill free memory with KV cache: try the most sequences first.
-        batches = (w.batch,) if w.batch else AUTO_BATCHES
-        return [
-            Layout(shape.gpus_per_node, shape.num_nodes, shape.gpus_per_node, "none", batch=b)
-            for b in batches
-        ]
-    n = shape.n_gpus
-    shardings = SHARDINGS if w.sharding == "auto" else (w.sharding,)
-    if n == 1:
-        shardings = ("ddp",)
+def global_batch(w: Workload) -> int:
+    """Sequences per optimizer step: the workload's, or ~2M tokens for pretraining and 128
+    sequences for fine-tuning."""
+    if w.global_batch:
+        return w.global_batch
+    if w.kind == "train":
+        return max(1, round(TRAIN_BATCH_TOKENS / w.seq_len))
+    return FINETUNE_BATCH
+
+
+def _pipelines(w: Workload, shape: Shape) -> tuple[int, ...]:
+    if w.pipeline_parallel:
+        return (w.pipeline_parallel,)
+    nodes = shape.num_nodes
+    return tuple(p for p in range(1, nodes + 1) if nodes % p == 0 and p <= w.arch.layers)
+
+
+def _tensors(w: Workload, shape: Shape) -> tuple[int, ...]:
+    if w.tensor_parallel:
+        return (w.tensor_parallel,)
+    gpn = shape.gpus_per_node
+    return tuple(t for t in TENSOR_PARALLEL if t <= gpn and gpn % t == 0 and w.arch.heads % t == 0)
+
+
+def _checkpointings(w: Workload) -> tuple[str, ...]:
     if w.checkpointing != "auto":
-        ckpts: tuple[str, ...] = (w.checkpointing,)
-    elif w.attention == "eager":
-        ckpts = ("none", "selective", "full")
-    else:
-        ckpts = ("none", "full")  # with flash attention selective keeps what none keeps
-    return [
-        Layout(shape.gpus_per_node, shape.num_nodes, w.tensor_parallel, s, c, w.optimizer)
-        for c in ckpts
-        for s in shardings
-    ]
+        return (w.checkpointing,)
+    if w.attention == "eager":
+        return ("none", "selective", "full")
+    return ("none", "full")  # with flash attention selective keeps what none keeps
 
 
-def _hours(w: Workload, lay: Layout, spec: GpuSpec | None, shape: Shape) -> tuple[float, float]:
-    if spec is None or not spec.bf16_tflops or not (w.training or spec.memory_bw_tbs):
-        return float("nan"), float("nan")  # no published performance: time unknown
-    if w.training:
-        t = train_time(w, lay, spec, shape.network_gbps)
-        return t.compute_hours, t.scaling_efficiency
-    it = infer_time(w, lay, spec)
-    return it.hours / shape.num_nodes, 1.0  # extra nodes serve as independent replicas
+def _micro_batches(w: Workload, dp: int) -> tuple[int, ...]:
+    if w.micro_batch:
+        return (w.micro_batch,)
+    cap = max(1, math.ceil(global_batch(w) / dp))
+    return tuple(m for m in MICRO_BATCHES if m <= cap) or (1,)
 
 
-def _check_shape(w: Workload, shape: Shape) -> str:
-    tp = w.tensor_parallel if w.training else 1
-    if shape.gpus_per_node % tp:
-        return f"tensor_parallel {tp} does not divide {shape.gpus_per_node} GPUs per node"
+def _accum(w: Workload, dp: int, mb: int) -> int:
+    return w.grad_accum or max(1, math.ceil(global_batch(w) / (dp * mb)))
+
+
+def _shape_error(w: Workload, shape: Shape) -> str:
+    if w.training and w.tensor_parallel and shape.gpus_per_node % w.tensor_parallel:
+        return f"tensor_parallel {w.tensor_parallel} does not divide {shape.gpus_per_node} GPUs"
+    if not w.training and w.tensor_parallel and shape.gpus_per_node % w.tensor_parallel:
+        return f"tensor_parallel {w.tensor_parallel} does not divide {shape.gpus_per_node} GPUs"
+    if w.pipeline_parallel and shape.num_nodes % w.pipeline_parallel:
+        return f"pipeline_parallel {w.pipeline_parallel} does not divide {shape.num_nodes} nodes"
     return ""
 
 
-def estimate_shape(w: Workload, shape: Shape, spec: GpuSpec | None) -> ShapeEstimate:
+class _Search:
+    """The state of one shape's search: memory (cached across shapes) and the best yet."""
+
+    def __init__(self, w: Workload, shape: Shape, spec: GpuSpec | None, cache: MemoryCache):
+        self.w, self.shape, self.spec = w, shape, spec
+        self.cache = cache.setdefault(w, {})
+        self.capacity = shape.gpu_memory_gb * usable_fraction(w)
+        self.best: tuple[float, Layout, float] | None = None  # hours, layout, scaling
+        self.first_fit: Layout | None = None  # unknown speed: the most preferred fitting
+        self.smallest: tuple[float, Layout] | None = None
+
+    def memory(self, lay: Layout) -> tuple[dict[str, float], float]:
+        got = self.cache.get(lay)
+        if got is None:
+            parts = memory_breakdown(self.w, lay)
+            got = self.cache[lay] = (parts, sum(parts.values()) / GIB)
+        return got
+
+    @property
+    def done(self) -> bool:
+        """Without performance data the first layout that fits is the answer."""
+        return self.first_fit is not None and not self.timed()
+
+    def fits(self, lay: Layout) -> bool:
+        need = self.memory(lay)[1]
+        if self.smallest is None or need < self.smallest[0]:
+            self.smallest = (need, lay)
+        return need <= self.capacity
+
+    def timed(self) -> bool:
+        spec = self.spec
+        return bool(spec and spec.bf16_tflops and (self.w.training or spec.memory_bw_tbs))
+
+    def consider(self, lay: Layout) -> None:
+        if self.first_fit is None:
+            self.first_fit = lay
+        if not self.timed():
+            return
+        hours, scaling = hours_of(self.w, lay, self.spec, self.shape)  # type: ignore[arg-type]
+        if self.best is None or hours < self.best[0] * (1 - 1e-9):
+            self.best = (hours, lay, scaling)
+
+    def lower_bound(self, lay: Layout) -> float:
+        """Hours with perfect scaling: what no layout with this recomputation can beat."""
+        assert self.spec is not None
+        ideal = replace(lay, gpus_per_node=1, num_nodes=1, tensor_parallel=1, pipeline_parallel=1)
+        return train_time(self.w, ideal, self.spec).compute_hours / self.shape.n_gpus
+
+
+def hours_of(w: Workload, lay: Layout, spec: GpuSpec, shape: Shape) -> tuple[float, float]:
+    if w.training:
+        t = train_time(w, lay, spec, shape.network_gbps)
+        return t.compute_hours, t.scaling_efficiency
+    return infer_time(w, lay, spec).hours, 1.0
+
+
+def _train_groups(w: Workload, shape: Shape) -> Iterator[tuple[str, int, int]]:
+    for ckpt in _checkpointings(w):
+        for pp in _pipelines(w, shape):
+            for tp in _tensors(w, shape):
+                yield ckpt, tp, pp
+
+
+def _feasible(s: _Search) -> bool:
+    """Whether any layout fits: each (TP, PP) pair's leanest layout (ZeRO-3, full
+    recomputation, the smallest micro-batch) needs the least memory of its group."""
+    w, shape = s.w, s.shape
+    ckpt = "full" if w.checkpointing == "auto" else w.checkpointing
+    found = False
+    for pp in _pipelines(w, shape):
+        for tp in _tensors(w, shape):
+            dp = max(1, shape.n_gpus // (tp * pp))
+            sharding = w.sharding if w.sharding != "auto" else ("zero3" if dp > 1 else "ddp")
+            mb = _micro_batches(w, dp)[0]
+            lay = Layout(shape.gpus_per_node, shape.num_nodes, tp, sharding, ckpt, w.optimizer)
+            lay = replace(lay, pipeline_parallel=pp, micro_batch=mb, grad_accum=_accum(w, dp, mb))
+            found = s.fits(lay) or found
+    return found
+
+
+def _search_training(s: _Search) -> None:
+    w, shape = s.w, s.shape
+    gpn, nodes = shape.gpus_per_node, shape.num_nodes
+    if not _feasible(s):
+        return
+    for ckpt, tp, pp in _train_groups(w, shape):
+        if s.done:
+            return
+        dp = max(1, shape.n_gpus // (tp * pp))
+        base = Layout(gpn, nodes, tp, "ddp", ckpt, w.optimizer, 0, pp)
+        if s.best is not None and s.lower_bound(base) >= s.best[0]:
+            continue
+        shardings = (w.sharding,) if w.sharding != "auto" else SHARDINGS
+        if dp == 1 and w.sharding == "auto":
+            shardings = ("ddp",)  # nothing to shard over
+        for sharding in shardings:  # the least sharded that fits dominates the rest
+            fitting = _fitting(s, w, dp, Layout(gpn, nodes, tp, sharding, ckpt, w.optimizer, 0, pp))
+            if fitting:
+                timed = fitting if (sharding == "zero3" or pp > 1) else fitting[-1:]
+                for lay in timed:
+                    s.consider(lay)
+                break
+
+
+def _fitting(s: _Search, w: Workload, dp: int, head: Layout) -> list[Layout]:
+    """The layouts that fit, ascending micro-batch: memory only grows with it."""
+    out = []
+    h = head
+    for mb in _micro_batches(w, dp):
+        lay = Layout(
+            h.gpus_per_node,
+            h.num_nodes,
+            h.tensor_parallel,
+            h.sharding,
+            h.checkpointing,
+            h.optimizer,
+            0,
+            h.pipeline_parallel,
+            mb,
+            _accum(w, dp, mb),
+        )
+        if not s.fits(lay):
+            break
+        out.append(lay)
+    return out
+
+
+def _search_serving(s: _Search) -> None:
+    w, shape = s.w, s.shape
+    batches = (w.batch,) if w.batch else AUTO_BATCHES
+    for tp in _tensors(w, shape):
+        replicas = shape.n_gpus // tp
+        cap = math.ceil(w.requests / replicas) if w.requests and not w.batch else 0
+        for b in batches:
+            if cap and b > cap:
+                continue  # more concurrent sequences than requests: no gain
+            lay = Layout(shape.gpus_per_node, shape.num_nodes, tp, "none", batch=b)
+            if s.fits(lay):
+                s.consider(lay)
+                break
+        if s.done:
+            return
+
+
+def estimate_shape(
+    w: Workload, shape: Shape, spec: GpuSpec | None, cache: MemoryCache | None = None
+) -> ShapeEstimate:
     """The fastest fitting layout of ``w`` on ``shape`` (or why nothing fits), no fix."""
-    bad = _check_shape(w, shape)
+    bad = _shape_error(w, shape)
     if bad:
         return ShapeEstimate(False, None, reason=bad)
-    best: tuple[float, Layout, dict[str, float], float] | None = None
-    smallest: tuple[float, Layout, dict[str, float]] | None = None
-    for lay in layouts(w, shape):
-        parts = memory_breakdown(w, lay)
-        need = sum(parts.values()) / GIB
-        if smallest is None or need < smallest[0]:
-            smallest = (need, lay, parts)
-        if need > shape.gpu_memory_gb:
-            continue
-        hours, eff = _hours(w, lay, spec, shape)
-        key = 0.0 if math.isnan(hours) else hours  # unknown speed: keep preference order
-        if best is None or key < best[0]:
-            best = (key, lay, parts, eff)
-            if math.isnan(hours):
-                break
-    if best is not None:
-        key, lay, parts, eff = best
-        known = not math.isnan(eff)
-        return ShapeEstimate(
-            True,
-            lay,
-            _gib(parts),
-            sum(parts.values()) / GIB,
-            hours=key if known else None,
-            scaling=eff if known else None,
-        )
-    assert smallest is not None
-    need, lay, parts = smallest
+    s = _Search(w, shape, spec, cache if cache is not None else {})
+    (_search_training if w.training else _search_serving)(s)
+    if s.best is not None:
+        hours, lay, scaling = s.best
+        parts, need = s.memory(lay)
+        return ShapeEstimate(True, lay, _gib(parts), need, hours=hours, scaling=scaling)
+    if s.first_fit is not None:  # fits, but no published performance: time unknown
+        parts, need = s.memory(s.first_fit)
+        return ShapeEstimate(True, s.first_fit, _gib(parts), need)
+    if s.smallest is None:
+        return ShapeEstimate(False, None, reason="no layout of this job suits this machine")
+    need, lay = s.smallest
     how = f" even with {lay.describe()}" if lay.describe() else ""
+    of = f"{usable_fraction(w):.0%} of " if usable_fraction(w) < 1 else ""
     return ShapeEstimate(
         False,
         lay,
-        _gib(parts),
+        _gib(s.memory(lay)[0]),
         need,
-        reason=f"needs {need:.1f} GB per GPU > {shape.gpu_memory_gb:g} GB{how}",
+        reason=f"needs {need:.1f} GB per GPU > {of}{shape.gpu_memory_gb:g} GB{how}",
     )
 
 
@@ -143,6 +307,8 @@ def _changes(w: Workload, shape: Shape) -> list[tuple[str, Workload, Shape]]:
         out.append(("checkpointing: full", replace(w, checkpointing="full"), shape))
     if w.training and w.sharding not in ("auto", "zero3") and shape.n_gpus > 1:
         out.append(("sharding: zero3", replace(w, sharding="zero3"), shape))
+    if w.training and w.tensor_parallel and shape.gpus_per_node > w.tensor_parallel:
+        out.append(("tensor_parallel: auto", replace(w, tensor_parallel=0), shape))
     if w.kind in ("train", "finetune") and w.optimizer in ("adam", "adamw"):
         out.append(("optimizer: adam8bit", replace(w, optimizer="adam8bit"), shape))
     if w.training and w.micro_batch > 1:
@@ -156,25 +322,29 @@ def _changes(w: Workload, shape: Shape) -> list[tuple[str, Workload, Shape]]:
     for k in (2, 4, 8):
         if k > shape.gpus_per_node:
             out.append((f"{k} GPUs per node", w, replace(shape, gpus_per_node=k)))
-    if w.training:
+    if w.training and shape.gpus_per_node >= 4:  # nobody clusters single-GPU boxes
         for m in (2, 4, 8, 16, 32, 64, 128):
             if m > shape.num_nodes:
                 out.append((f"num_nodes: {m}", w, replace(shape, num_nodes=m)))
     return out
 
 
-def suggest_fix(w: Workload, shape: Shape, spec: GpuSpec | None) -> str:
+def suggest_fix(
+    w: Workload, shape: Shape, spec: GpuSpec | None, cache: MemoryCache | None = None
+) -> str:
     """The first single change (cheapest first) under which ``w`` fits, or a bigger GPU."""
+    cache = cache if cache is not None else {}
     for label, w2, shape2 in _changes(w, shape):
-        est = estimate_shape(w2, shape2, spec)
+        est = estimate_shape(w2, shape2, spec, cache)
         if est.fits:
             how = est.layout.describe() if est.layout else ""
             extra = f", {how}" if how else ""
             return f"{label} ({est.memory_gb:.1f} GB/GPU{extra})"
-    here = estimate_shape(w, shape, spec)
+    here = estimate_shape(w, shape, spec, cache)
     if here.layout is not None:
         how = here.layout.describe()
-        return f"a GPU with >= {math.ceil(here.memory_gb)} GB" + (f" ({how})" if how else "")
+        need = here.memory_gb / usable_fraction(w)
+        return f"a GPU with >= {math.ceil(need)} GB" + (f" ({how})" if how else "")
     return "no single change fits it"
 
 

@@ -1,15 +1,24 @@
 """GPU memory a workload needs, per GPU, broken down by component (bytes).
 
 Sources of the formulas (every constant below is a default the job can change through
-its workload block):
-- Model states per parameter, mixed-precision Adam = 2 weights + 2 gradients + 12
-  optimizer (fp32 master, momentum, variance) = 16 bytes; ZeRO stage 1/2/3 shard the
-  optimizer / + gradients / + weights over the data-parallel GPUs (ZeRO, arXiv:1910.02054).
-  8-bit Adam keeps 2 bytes of state instead of 8 (bitsandbytes; ml-engineering "Anatomy
-  of Model's Memory Usage").
-- QLoRA: the frozen base in NF4 with double quantization costs 4.127 bits per parameter;
-  adapters train in 16-bit with fp32 Adam, ~16 bytes per trainable parameter
-  (arXiv:2305.14314).
+its workload block; framework-specific figures live in data/frameworks.json):
+- Model states per parameter, mixed-precision Adam: 16-bit weights (2), gradients at the
+  framework's width (2; Megatron keeps fp32 main gradients, 4), fp32 master weights (4),
+  momentum and variance (8). ZeRO stage 1/2/3 shard the optimizer / + gradients / +
+  weights over the data-parallel GPUs (ZeRO, arXiv:1910.02054). DeepSpeed also keeps an
+  fp32 copy of its gradient partition: 4P + 16P/N at stage 1, 2P + 18P/N at stage 2,
+  18P/N at stage 3 (its own estimators in stage_1_and_2.py / stage3.py); Megatron's
+  distributed optimizer 6 + 12/d (dist_optimizer.md). 8-bit Adam keeps 2 bytes of state
+  instead of 8 (bitsandbytes; ml-engineering "Anatomy of Model's Memory Usage").
+- Pipeline parallelism gives each stage layers/pp of the blocks plus the embedding or
+  the output head; with 1F1B the first stage holds min(pp, micro-steps) micro-batches of
+  activations (Narayanan et al., arXiv:2104.04473 s2.2).
+- QLoRA: the frozen base in NF4 with double quantization costs 4.127 bits per parameter
+  (arXiv:2305.14314), but bitsandbytes quantizes only nn.Linear layers inside the blocks:
+  the embeddings and the output head stay 16-bit (transformers' BitsAndBytesConfig keeps
+  `lm_head` in its dtype by default; nn.Embedding is not a Linear). The same holds for
+  int8/int4 inference. Adapters train in 16-bit with fp32 Adam: ~16 bytes per trainable
+  parameter.
 - Activations: Korthikanti et al. (arXiv:2205.05198) count what autograd keeps per layer,
   tensor by tensor (34*s*b*h for their GPT layer, plus 5*a*s^2*b for the attention
   scores that flash attention or selective recomputation drop). We apply the same
@@ -19,9 +28,12 @@ its workload block):
   hidden-state copies per layer ml-engineering measured (224 GiB at 32k). Full
   recomputation keeps only each layer's input (2*s*b*h) plus one live layer.
   Tensor parallelism (no sequence parallelism) divides all but the norm inputs by t.
-- Logits: bf16 logits plus the fp32 copy the loss makes, 6*b*s*vocab (REFERENCE: 4-6).
+- Logits: the framework's bytes per vocabulary entry per token (the loss upcasts to fp32
+  and keeps more copies: 10 bytes in Megatron/torchtitan, 16 in Hugging Face models).
 - Runtime overhead: CUDA context and kernels ~1 GiB, torch.distributed ~1 GiB more when
-  more than one GPU (ml-engineering "Additional GPU memory usage").
+  more than one GPU (ml-engineering "Additional GPU memory usage"); serving engines: the
+  non-torch memory vLLM measures (1.79 GiB at TP1, 3.58 GiB at TP2), and only their
+  memory_fraction of the GPU is theirs to fill.
 
 This module computes bytes only; it must not pick offers or estimate time.
 """
@@ -30,6 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cloudgpu.planner.frameworks import resolve
 from cloudgpu.planner.models import ModelArch
 from cloudgpu.planner.workload import Workload
 
@@ -38,6 +51,7 @@ NF4_BYTES = 4.127 / 8  # QLoRA NF4 + double-quantized constants, bits per parame
 ADAPTER_BYTES = 16.0  # per trainable adapter parameter: weights, grads, fp32 Adam states
 CUDA_CONTEXT = 1.0 * GIB
 DISTRIBUTED = 1.0 * GIB
+SHARDING_NAMES = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3"}
 
 
 @dataclass(frozen=True)
@@ -50,7 +64,10 @@ class Layout:
     sharding: str = "ddp"  # ddp | zero1 | zero2 | zero3 | none (inference)
     checkpointing: str = "none"  # none | selective | full
     optimizer: str = "adamw"
-    batch: int = 0  # inference: concurrent sequences (0: the workload's own)
+    batch: int = 0  # inference: concurrent sequences per replica (0: the workload's own)
+    pipeline_parallel: int = 1
+    micro_batch: int = 1
+    grad_accum: int = 1
 
     @property
     def n_gpus(self) -> int:
@@ -58,18 +75,23 @@ class Layout:
 
     @property
     def dp(self) -> int:
-        return max(1, self.n_gpus // self.tensor_parallel)
+        """Data-parallel ranks (training) or model replicas (inference)."""
+        return max(1, self.n_gpus // (self.tensor_parallel * self.pipeline_parallel))
 
     def describe(self) -> str:
         parts = []
-        if self.n_gpus > 1 and self.sharding != "none":
-            parts.append(
-                {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-2", "zero3": "ZeRO-3"}[
-                    self.sharding
-                ]
-            )
+        if self.sharding != "none":
+            if self.dp > 1:
+                parts.append(SHARDING_NAMES[self.sharding])
+        elif self.dp > 1:
+            parts.append(f"{self.dp} replicas")
         if self.tensor_parallel > 1:
             parts.append(f"TP={self.tensor_parallel}")
+        if self.pipeline_parallel > 1:
+            parts.append(f"PP={self.pipeline_parallel}")
+        if self.sharding != "none":
+            accum = f" x {self.grad_accum} accum" if self.grad_accum > 1 else ""
+            parts.append(f"micro-batch {self.micro_batch}{accum}")
         if self.checkpointing != "none":
             parts.append(f"{self.checkpointing} checkpointing")
         if self.optimizer == "adam8bit":
@@ -80,10 +102,19 @@ class Layout:
 
 
 def weight_bytes_per_param(w: Workload) -> float:
-    """Bytes of one frozen or trained weight at the job's precision."""
+    """Bytes of one frozen or trained weight inside the transformer blocks."""
     if w.kind == "qlora" or w.precision == "int4":
         return NF4_BYTES
     return {"fp32": 4.0, "fp8": 1.0 if not w.training else 2.0, "int8": 1.0}.get(w.precision, 2.0)
+
+
+def weights_bytes(w: Workload, params: float, embedding: float) -> float:
+    """Weights of ``params`` parameters of which ``embedding`` are embeddings/output head:
+    those stay 16-bit under 4/8-bit quantization (module docstring)."""
+    wb = weight_bytes_per_param(w)
+    if wb >= 2.0:
+        return params * wb
+    return (params - embedding) * wb + embedding * 2.0
 
 
 def optimizer_bytes_per_param(optimizer: str, precision: str) -> float:
@@ -93,31 +124,44 @@ def optimizer_bytes_per_param(optimizer: str, precision: str) -> float:
     return states[optimizer] + master
 
 
+def stage_params(arch: ModelArch, pp: int) -> tuple[float, float]:
+    """(parameters, of which embedding/head) held by the largest pipeline stage."""
+    emb = arch.embedding_params()
+    if pp <= 1:
+        return arch.total_params, emb
+    one_side = float(arch.vocab * arch.hidden)
+    return (arch.total_params - emb) / pp + one_side, one_side
+
+
 def model_states(w: Workload, lay: Layout) -> dict[str, float]:
-    """Weights, gradients, optimizer (and adapters) per GPU after TP and ZeRO sharding."""
-    p = w.arch.total_params / lay.tensor_parallel
+    """Weights, gradients, optimizer (and adapters) per GPU after TP, PP and ZeRO."""
+    fw = resolve(w.framework, w.kind)
+    tp = lay.tensor_parallel
+    total, emb = stage_params(w.arch, lay.pipeline_parallel)
+    p, emb = total / tp, emb / tp
     n = lay.dp
-    wb = weight_bytes_per_param(w)
-    shard_w = n if lay.sharding == "zero3" else 1
     if not w.training:
-        return {"weights": p * wb}
+        return {"weights": weights_bytes(w, p, emb)}
+    shard_w = n if lay.sharding == "zero3" else 1
     if w.adapters:
-        adapters = w.arch.lora_params(w.lora_rank, w.lora_targets) / lay.tensor_parallel
-        return {"weights": p * wb / shard_w, "adapters": adapters * ADAPTER_BYTES}
-    grad_b = 4.0 if w.precision == "fp32" else 2.0
+        adapters = w.arch.lora_params(w.lora_rank, w.lora_targets) / tp / lay.pipeline_parallel
+        return {"weights": weights_bytes(w, p, emb) / shard_w, "adapters": adapters * ADAPTER_BYTES}
+    grad_b = 4.0 if w.precision == "fp32" else fw.grad_bytes
     shard_g = n if lay.sharding in ("zero2", "zero3") else 1
     shard_o = n if lay.sharding in ("zero1", "zero2", "zero3") else 1
     opt = optimizer_bytes_per_param(lay.optimizer, w.precision)
+    if fw.fp32_grad_partition and lay.sharding != "ddp" and w.precision != "fp32":
+        opt += 4.0  # DeepSpeed's fp32 gradient partition
     return {
-        "weights": p * wb / shard_w,
+        "weights": p * weight_bytes_per_param(w) / shard_w,
         "gradients": p * grad_b / shard_g,
         "optimizer": p * opt / shard_o,
     }
 
 
-def layer_activation_bytes(arch: ModelArch, w: Workload, tp: int, attention: str) -> float:
+def layer_activation_bytes(arch: ModelArch, w: Workload, lay: Layout, attention: str) -> float:
     """What autograd keeps for one layer of one micro-batch (see module docstring)."""
-    s, b, h = w.seq_len, w.micro_batch, arch.hidden
+    s, b, h, tp = w.seq_len, lay.micro_batch, arch.hidden, lay.tensor_parallel
     a = 4.0 if w.precision == "fp32" else 2.0
     inter = arch.intermediate * arch.experts_active
     norms = 2 * h * (4.0 + a)  # two RMSNorms: fp32 upcast of the input + normalized output
@@ -131,23 +175,30 @@ def layer_activation_bytes(arch: ModelArch, w: Workload, tp: int, attention: str
 
 
 def activations(w: Workload, lay: Layout) -> dict[str, float]:
-    """Activation memory of one micro-batch per GPU, by recomputation mode."""
-    arch, tp = w.arch, lay.tensor_parallel
+    """Activation memory per GPU: the micro-batches in flight on the first stage."""
+    arch, tp, pp = w.arch, lay.tensor_parallel, lay.pipeline_parallel
     if not w.training:
         return {}
+    fw = resolve(w.framework, w.kind)
     attention = "flash" if lay.checkpointing == "selective" else w.attention
-    per_layer = layer_activation_bytes(arch, w, tp, attention)
+    per_layer = layer_activation_bytes(arch, w, lay, attention)
     a = 4.0 if w.precision == "fp32" else 2.0
-    logits = w.micro_batch * w.seq_len * arch.vocab * (a + 4.0) / tp
+    logits = lay.micro_batch * w.seq_len * arch.vocab * fw.logits_bytes / tp
+    in_flight = min(pp, max(1, lay.grad_accum)) if pp > 1 else 1
+    layers = arch.layers / pp * in_flight
     if lay.checkpointing == "full":
-        inputs = arch.layers * w.seq_len * w.micro_batch * arch.hidden * a
+        inputs = layers * w.seq_len * lay.micro_batch * arch.hidden * a
         return {"activations": inputs, "recompute_peak": per_layer, "logits": logits}
-    return {"activations": arch.layers * per_layer, "logits": logits}
+    return {"activations": layers * per_layer, "logits": logits}
 
 
 def kv_cache_bytes_per_token(arch: ModelArch, bytes_per_value: float = 2.0) -> float:
     """2 (K and V) x layers x kv_heads x head_dim x bytes."""
     return 2.0 * arch.layers * arch.kv_dim * bytes_per_value
+
+
+def kv_bytes_per_value(w: Workload) -> float:
+    return 1.0 if w.precision == "fp8" else 2.0
 
 
 def inference_context(w: Workload) -> int:
@@ -158,30 +209,60 @@ def inference_context(w: Workload) -> int:
     return w.input_tokens + w.output_tokens
 
 
-def inference_extras(w: Workload, lay: Layout) -> dict[str, float]:
-    """KV cache for ``batch`` sequences at full context, prefill workspace, last logits."""
+def serving_fixed(w: Workload, lay: Layout) -> dict[str, float]:
+    """What a serving replica holds per GPU besides KV cache: weights, the prefill
+    workspace, last-position logits and the engine's runtime."""
     arch, tp = w.arch, lay.tensor_parallel
-    kv_b = 1.0 if w.precision == "fp8" else 2.0
-    context = inference_context(w)
+    fw = resolve(w.framework, w.kind)
     batch = lay.batch or w.batch or 1
-    kv = kv_cache_bytes_per_token(arch, kv_b) * context * batch / tp
-    chunk = min(batch * context, 8192)  # chunked prefill bounds one layer's transients
+    chunk = min(batch * inference_context(w), 8192)  # chunked prefill bounds one layer
     work = chunk * (4 * arch.hidden + 3 * arch.intermediate * arch.experts_active) * 2.0 / tp
-    return {"kv_cache": kv, "workspace": work, "logits": batch * arch.vocab * 4.0}
+    return {
+        **model_states(w, lay),
+        "workspace": work,
+        "logits": batch * arch.vocab * 4.0,
+        "overhead": fw.runtime_bytes(tp),
+    }
+
+
+def kv_cache_bytes(w: Workload, lay: Layout) -> float:
+    """KV cache per GPU for ``batch`` sequences at full context."""
+    batch = lay.batch or w.batch or 1
+    per_token = kv_cache_bytes_per_token(w.arch, kv_bytes_per_value(w))
+    return per_token * inference_context(w) * batch / lay.tensor_parallel
+
+
+def kv_capacity_tokens(w: Workload, lay: Layout, gpu_memory_gib: float) -> float:
+    """Tokens of KV cache a replica can hold once its fixed memory is placed."""
+    fw = resolve(w.framework, w.kind)
+    free = gpu_memory_gib * GIB * fw.memory_fraction - sum(serving_fixed(w, lay).values())
+    per_token = kv_cache_bytes_per_token(w.arch, kv_bytes_per_value(w)) / lay.tensor_parallel
+    return max(0.0, free / per_token)
+
+
+def training_overhead(lay: Layout) -> float:
+    return CUDA_CONTEXT + (DISTRIBUTED if lay.n_gpus > 1 else 0.0)
 
 
 def memory_breakdown(w: Workload, lay: Layout) -> dict[str, float]:
     """Bytes per GPU by component for ``w`` laid out as ``lay``."""
+    if not w.training:
+        fixed = serving_fixed(w, lay)
+        return {"weights": fixed.pop("weights"), "kv_cache": kv_cache_bytes(w, lay), **fixed}
     parts = model_states(w, lay)
-    if w.training:
-        parts.update(activations(w, lay))
-        if lay.sharding == "zero3" and lay.dp > 1:
-            # ZeRO-3 gathers whole layers before use and prefetches the next one.
-            parts["zero3_buffers"] = 2 * w.arch.layer_params() / lay.tensor_parallel * 2.0
-    else:
-        parts.update(inference_extras(w, lay))
-    parts["overhead"] = CUDA_CONTEXT + (DISTRIBUTED if lay.n_gpus > 1 else 0.0)
+    parts.update(activations(w, lay))
+    if lay.sharding == "zero3" and lay.dp > 1:
+        # ZeRO-3/FSDP gathers whole layers before use and prefetches the next one; the
+        # embedding is gathered whole too (DeepSpeed: 4 bytes x its largest tensor).
+        layer = max(w.arch.layer_params(), float(w.arch.vocab * w.arch.hidden))
+        parts["zero3_buffers"] = 2 * layer / lay.tensor_parallel * 2.0
+    parts["overhead"] = training_overhead(lay)
     return parts
+
+
+def usable_fraction(w: Workload) -> float:
+    """Share of each GPU's memory the job's framework fills (serving engines reserve)."""
+    return 1.0 if w.training else resolve(w.framework, w.kind).memory_fraction
 
 
 def total_gib(parts: dict[str, float]) -> float:

@@ -23,7 +23,14 @@ from dataclasses import dataclass, field, replace
 from cloudgpu.catalog.gpus import GpuRegistry, GpuSpec
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import ConfigError
-from cloudgpu.planner.fit import Shape, ShapeEstimate, estimate_shape, min_gpus, suggest_fix
+from cloudgpu.planner.fit import (
+    MemoryCache,
+    Shape,
+    ShapeEstimate,
+    estimate_shape,
+    min_gpus,
+    suggest_fix,
+)
 from cloudgpu.planner.overhead import (
     StartupHistory,
     spot_extra_hours,
@@ -101,6 +108,7 @@ class _Context:
     num_nodes: int
     shapes: dict[tuple[str, float, int, float], ShapeEstimate] = field(default_factory=dict)
     fixes: dict[tuple[float, int], str] = field(default_factory=dict)
+    memory: MemoryCache = field(default_factory=dict)
 
     def spec(self, gpu: str) -> GpuSpec | None:
         return self.registry.spec(gpu)
@@ -114,7 +122,7 @@ class _Context:
             # A table without per-GPU memory (0) falls back to the GPU's datasheet figure.
             memory = offer.gpu_memory_gb or (spec.memory_gb if spec else 0.0)
             shape = Shape(memory, offer.gpu_count, self.num_nodes, offer.network_gbps)
-            est = estimate_shape(self.w, shape, spec)
+            est = estimate_shape(self.w, shape, spec, self.memory)
             if not est.fits and est.layout is not None:
                 est = _with_fix(est, self.fix(shape))
             self.shapes[key] = est
@@ -126,7 +134,7 @@ class _Context:
         key = (shape.gpu_memory_gb, shape.gpus_per_node)
         fix = self.fixes.get(key)
         if fix is None:
-            fix = self.fixes[key] = suggest_fix(self.w, shape, None)
+            fix = self.fixes[key] = suggest_fix(self.w, shape, None, self.memory)
         return fix
 
 

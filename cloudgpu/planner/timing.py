@@ -1,46 +1,67 @@
 """How long a workload takes on one machine shape: compute, communication, inference.
 
-Formulas (REFERENCE.md section 4; each default overridable from the workload block):
+Formulas (REFERENCE.md section 4; framework factors in data/frameworks.json with their
+sources; shared rules in cloudgpu/planner/frameworks.py):
 - Training FLOPs per token: 6*N (forward 2N + backward 4N) for full training; 8*N with
   full recomputation (one more forward). LoRA/QLoRA: the frozen base still runs its
   forward (2N) and the input-gradient half of its backward (2N), but no weight gradients,
   so 4*N (+2N with recomputation) plus 6 x the adapter parameters. Attention adds
   6*layers*seq*q_dim per token (causal half of PaLM's 12*L*H*Q*T, arXiv:2204.02311 App. B).
   N is the *active* parameter count (MoE: routed experts only).
-- Time = FLOPs / (GPUs x peak dense TFLOPS at the job's precision x MFU) / scaling.
-  MFU defaults (compute efficiency before communication, which the scaling model charges
-  separately): 0.45 for dense models >= 3B (Megatron-LM 41.5-56.3% on A100,
-  arXiv:2104.04473; Megatron-Core up to 47% on H100), 0.35 for 1-3B and 0.25 below 1B
-  (small matmuls cannot fill the GPU), 0.30 for MoE (REFERENCE: 0.25-0.35). QLoRA's
-  on-the-fly NF4 dequantization is charged as a 0.7 factor (assumption: QLoRA is commonly
-  reported ~30% slower than 16-bit LoRA).
-- Scaling: ring all-reduce of S bytes over n GPUs takes 2(n-1)/n*S/B + 2(n-1)*alpha, with
-  B = 0.8 x the link (nccl-tests PERFORMANCE.md: bus bandwidth ~80% of the link), the
-  NVLink/PCIe link inside a node and min(link, node network) across nodes; ZeRO-3 moves
-  1.5x the DDP volume each micro-step; DDP/ZeRO-1/2 all-reduce once per optimizer step,
-  overlapped with 80% of the last backward pass; tensor parallelism all-reduces
-  activations 4 times per layer per micro-step, not overlapped.
-  step = compute + max(0, comm - overlap*backward); efficiency = compute / step.
-- Inference: prefill is compute-bound (2*N FLOPs per prompt token at the MFU above);
-  decode is memory-bandwidth-bound: each step reads the weights and the batch's KV cache
-  at 70% of peak bandwidth (assumption: serving engines reach 60-80% of HBM bandwidth),
-  or is compute-bound when the batch is large enough.
+- Compute time = hardware FLOPs / (GPUs x peak x framework efficiency x size factor),
+  attention FLOPs at ATTENTION_EFFICIENCY of the dense rate; fp8 at FP8_SPEEDUP x bf16.
+  QLoRA's on-the-fly NF4 dequantization: x QLORA_FACTOR (LitGPT resource tables, LoRA vs
+  nf4-dq time per 1k iterations on A100: 0.49-0.66 at 3-13B; torchtune README on an RTX
+  4090: 2,413 vs 3,083 tokens/s = 0.78). A stated ``mfu`` replaces all of this: model
+  FLOPs (no recomputation) at mfu x peak.
+- Collectives: all-reduce of S bytes over n GPUs = 2(n-1)/n*S/B + latency(n), B = 0.8 x
+  the link (nccl-tests PERFORMANCE.md: bus bandwidth ~80% of the link); NVLink/PCIe inside
+  a node, min(link, node network) across nodes. latency(n) = 12 us + 6 us x log2(n):
+  gpt-fast's tensor-parallel decode of Llama-2-7B (104.9 / 168.8 / 254.0 / 328.4 tokens/s
+  on 1/2/4/8 A100) leaves 18, 24 and 29 us per all-reduce once the weights' read time is
+  taken out (https://github.com/pytorch-labs/gpt-fast).
+- A training step of ``grad_accum`` micro-batches on ``pp`` pipeline stages (1F1B) takes
+  (grad_accum + pp - 1) micro-slots of compute (Narayanan et al. 2021: bubble (p-1)/m);
+  tensor parallelism all-reduces activations 4 times per layer per micro-batch, not
+  overlapped; ZeRO-3/FSDP all-gathers the weights twice and reduce-scatters the gradients
+  every micro-batch (1.5x DDP's volume), overlapped with OVERLAP of its compute;
+  DDP/ZeRO-1/2 all-reduce once per optimizer step, overlapped with OVERLAP of the last
+  backward pass. Scaling efficiency = compute / step.
+- Inference: prefill is compute-bound (2*N + causal attention FLOPs per prompt token at the
+  framework's prefill efficiency); a decode step reads the weights and the batch's KV
+  cache at the framework's share of HBM bandwidth, or is compute-bound when the batch is
+  large, plus the framework's per-layer host overhead and two tensor-parallel
+  all-reduces per layer.
 
 This module only computes durations from numbers passed in; it must not look up offers.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol
 
-from cloudgpu.planner.memory import Layout, kv_cache_bytes_per_token, weight_bytes_per_param
+from cloudgpu.planner.frameworks import (
+    ATTENTION_EFFICIENCY,
+    FP8_SPEEDUP,
+    generation,
+    resolve,
+    size_factor,
+)
+from cloudgpu.planner.memory import (
+    Layout,
+    kv_bytes_per_value,
+    kv_cache_bytes_per_token,
+    stage_params,
+    weights_bytes,
+)
 from cloudgpu.planner.workload import Workload
 
 LINK_EFFICIENCY = 0.8
-ALPHA_S = 10e-6  # per-hop latency of a collective (nccl-tests: ~5-10 us)
+LATENCY_BASE_S = 12e-6
+LATENCY_PER_DOUBLING_S = 6e-6
 OVERLAP = 0.8  # share of the backward pass gradient communication can hide behind
-MBU = 0.7  # achieved share of HBM bandwidth during decode (assumption)
 QLORA_FACTOR = 0.7
 DEFAULT_NETWORK_GBPS = 100.0  # Gbit/s per node when the offer does not say (assumption)
 
@@ -58,13 +79,15 @@ class GpuPerf(Protocol):
     def memory_bw_tbs(self) -> float: ...
     @property
     def link_gbps(self) -> float: ...
+    @property
+    def architecture(self) -> str: ...
 
 
 @dataclass(frozen=True)
 class TrainTime:
     compute_hours: float  # wall-clock hours for all tokens, scaling included
     scaling_efficiency: float
-    mfu: float
+    mfu: float  # model FLOPs utilisation the estimate implies (communication included)
     flops: float
 
 
@@ -74,9 +97,11 @@ class InferTime:
     prefill_hours: float
     decode_hours: float
     tokens_per_s: float  # decode throughput of the whole machine
+    first_token_s: float = 0.0  # one request's prompt pass alone
 
 
 def peak_tflops(spec: GpuPerf, precision: str) -> float:
+    """Dense datasheet peak at ``precision`` (int8/int4 weights compute in bf16)."""
     if precision == "fp8" and spec.fp8_tflops:
         return spec.fp8_tflops
     if precision == "fp32":
@@ -84,25 +109,34 @@ def peak_tflops(spec: GpuPerf, precision: str) -> float:
     return spec.bf16_tflops
 
 
-def default_mfu(w: Workload) -> float:
+def train_peak(spec: GpuPerf, precision: str) -> float:
+    """The training rate's peak: fp8 realises FP8_SPEEDUP x bf16, not the datasheet 2x."""
+    if precision == "fp8" and spec.fp8_tflops:
+        return spec.bf16_tflops * FP8_SPEEDUP
+    return peak_tflops(spec, precision)
+
+
+def default_mfu(w: Workload, spec: GpuPerf | None = None) -> float:
+    """The compute efficiency the estimate uses on ``spec`` (the stated mfu if any)."""
     if w.mfu is not None:
         return w.mfu
-    n = w.arch.active_params
-    if w.arch.experts > 1:
-        base = 0.30
-    elif n < 1e9:
-        base = 0.25
-    elif n < 3e9:
-        base = 0.35
-    else:
-        base = 0.45
-    return base * (QLORA_FACTOR if w.kind == "qlora" else 1.0)
+    fw = resolve(w.framework, w.kind)
+    gen = generation(spec.architecture) if spec is not None else "Ampere"
+    eff = fw.train_efficiency(gen) if w.training else fw.prefill_efficiency(gen)
+    if spec is not None:
+        eff *= size_factor(spec.bf16_tflops, spec.memory_bw_tbs, w.arch.hidden)
+    return eff * (QLORA_FACTOR if w.kind == "qlora" else 1.0)
+
+
+def attention_flops_per_token(w: Workload) -> float:
+    return 6.0 * w.arch.layers * w.seq_len * w.arch.q_dim
 
 
 def train_flops_per_token(w: Workload, checkpointing: str) -> float:
+    """Model FLOPs per token (hardware FLOPs with ``checkpointing: full``)."""
     arch = w.arch
     n = arch.active_params
-    attention = 6.0 * arch.layers * w.seq_len * arch.q_dim
+    attention = attention_flops_per_token(w)
     recompute = 1.0 if checkpointing == "full" else 0.0
     if w.adapters:
         adapters = arch.lora_params(w.lora_rank, w.lora_targets)
@@ -110,90 +144,130 @@ def train_flops_per_token(w: Workload, checkpointing: str) -> float:
     return (6.0 + 2.0 * recompute) * n + attention * (1 + recompute / 3)
 
 
+def _work_per_token(w: Workload, checkpointing: str) -> float:
+    """FLOPs weighted by the rate each runs at: attention at ATTENTION_EFFICIENCY of the
+    dense rate; with a stated mfu, plain model FLOPs (the measurement includes it all)."""
+    if w.mfu is not None:
+        return train_flops_per_token(w, "none")
+    attention = attention_flops_per_token(w) * (1 + (checkpointing == "full") / 3)
+    return train_flops_per_token(w, checkpointing) + attention * (1 / ATTENTION_EFFICIENCY - 1)
+
+
+def latency_s(n: int) -> float:
+    return LATENCY_BASE_S + LATENCY_PER_DOUBLING_S * math.log2(max(n, 1))
+
+
 def allreduce_s(size: float, n: int, bandwidth_gbs: float) -> float:
     """Ring all-reduce of ``size`` bytes over ``n`` ranks at ``bandwidth_gbs`` GB/s."""
     if n <= 1 or size <= 0:
         return 0.0
     bw = max(bandwidth_gbs, 1e-3) * LINK_EFFICIENCY * 1e9
-    return 2.0 * (n - 1) / n * size / bw + 2.0 * (n - 1) * ALPHA_S
+    return 2.0 * (n - 1) / n * size / bw + latency_s(n)
 
 
 def dp_bandwidth(spec: GpuPerf, lay: Layout, network_gbps: float) -> float:
     """GB/s per direction the data-parallel ring runs at (slowest hop)."""
     link = spec.link_gbps or 16.0
-    if lay.num_nodes <= 1:
+    nodes_per_stage = lay.num_nodes // max(1, lay.pipeline_parallel)
+    if nodes_per_stage <= 1:
         return link
     return min(link, (network_gbps or DEFAULT_NETWORK_GBPS) / 8.0)
 
 
-def step_efficiency(
-    w: Workload, lay: Layout, spec: GpuPerf, network_gbps: float, micro_compute_s: float
-) -> float:
-    """Compute time / step time for one optimizer step (see module docstring)."""
-    if lay.n_gpus <= 1:
-        return 1.0
-    arch, tp = w.arch, lay.tensor_parallel
-    grad_b = 4.0 if w.precision == "fp32" else 2.0
-    trainable = arch.lora_params(w.lora_rank, w.lora_targets) if w.adapters else arch.total_params
-    grads = trainable / tp * grad_b
-    ar = allreduce_s(grads, lay.dp, dp_bandwidth(spec, lay, network_gbps))
-    tp_comm = 0.0
-    if tp > 1:
-        act = w.micro_batch * w.seq_len * arch.hidden * grad_b
-        tp_comm = 4 * arch.layers * allreduce_s(act, tp, spec.link_gbps or 16.0)
-    ga, c = w.grad_accum, micro_compute_s
-    backward = c * (2.0 / 3.0)
+def _per_step_comm(
+    w: Workload, lay: Layout, spec: GpuPerf, network_gbps: float, micro_s: float
+) -> tuple[float, float]:
+    """(seconds added to every micro-slot, seconds added once per optimizer step)."""
+    arch, tp, pp = w.arch, lay.tensor_parallel, lay.pipeline_parallel
+    act_b = 4.0 if w.precision == "fp32" else 2.0
+    act = lay.micro_batch * w.seq_len * arch.hidden * act_b
+    per_micro = 4 * arch.layers / pp * allreduce_s(act, tp, spec.link_gbps or 16.0)
+    if pp > 1:  # activations forward and gradients back across each stage boundary
+        hop = (network_gbps or DEFAULT_NETWORK_GBPS) / 8.0 if lay.num_nodes > 1 else spec.link_gbps
+        per_micro += 2 * act / tp / (max(hop or 16.0, 1e-3) * LINK_EFFICIENCY * 1e9)
+    dp = lay.dp
+    if dp <= 1:
+        return per_micro, 0.0
+    total, emb = stage_params(arch, pp)
+    trainable = arch.lora_params(w.lora_rank, w.lora_targets) / pp if w.adapters else total
+    grads = trainable / tp * act_b
+    bw = dp_bandwidth(spec, lay, network_gbps)
     if lay.sharding == "zero3":
-        # two all-gathers of the weights (forward, backward) + a reduce-scatter of the
-        # gradients, each half an all-reduce: 1.5x DDP's volume for full training.
-        bw = dp_bandwidth(spec, lay, network_gbps)
-        weights = arch.total_params / tp * weight_bytes_per_param(w)
-        z3 = allreduce_s(weights, lay.dp, bw) + 0.5 * allreduce_s(grads, lay.dp, bw)
-        step = ga * (c + tp_comm + max(0.0, z3 - OVERLAP * c))
-    else:
-        step = ga * (c + tp_comm) + max(0.0, ar - OVERLAP * backward)
-    return (ga * c) / step if step > 0 else 1.0
+        weights = weights_bytes(w, total / tp, emb / tp)
+        z3 = allreduce_s(weights, dp, bw) + 0.5 * allreduce_s(grads, dp, bw)
+        return per_micro + max(0.0, z3 - OVERLAP * micro_s), 0.0
+    return per_micro, max(0.0, allreduce_s(grads, dp, bw) - OVERLAP * micro_s * 2.0 / 3.0)
 
 
 def train_time(w: Workload, lay: Layout, spec: GpuPerf, network_gbps: float = 0.0) -> TrainTime:
     """Hours to train ``w.tokens`` tokens laid out as ``lay`` on GPUs like ``spec``."""
-    mfu = default_mfu(w)
-    flops_tok = train_flops_per_token(w, lay.checkpointing)
-    per_gpu = peak_tflops(spec, w.precision) * 1e12 * mfu
-    tokens_micro = w.micro_batch * w.seq_len
-    micro_compute_s = flops_tok * tokens_micro / (per_gpu * lay.tensor_parallel)
-    eff = step_efficiency(w, lay, spec, network_gbps, micro_compute_s)
-    flops = flops_tok * w.tokens
-    hours = flops / (per_gpu * lay.n_gpus) / eff / 3600.0
-    return TrainTime(compute_hours=hours, scaling_efficiency=eff, mfu=mfu, flops=flops)
+    network_gbps = w.network_gbps or network_gbps
+    eff = default_mfu(w, spec)
+    rate = train_peak(spec, w.precision) * 1e12 * eff  # FLOP/s of one GPU
+    work = _work_per_token(w, lay.checkpointing)
+    tokens_micro = lay.micro_batch * w.seq_len
+    micro_s = work * tokens_micro / (rate * lay.tensor_parallel * lay.pipeline_parallel)
+    slot, once = _per_step_comm(w, lay, spec, network_gbps, micro_s)
+    ga, pp = max(1, lay.grad_accum), lay.pipeline_parallel
+    step = (ga + pp - 1) * (micro_s + slot) + once
+    scaling = ga * micro_s / step
+    tokens_step = ga * tokens_micro * lay.dp
+    hours = w.tokens / tokens_step * step / 3600.0
+    flops = train_flops_per_token(w, "none") * w.tokens
+    implied = flops / (hours * 3600.0 * lay.n_gpus * peak_tflops(spec, w.precision) * 1e12)
+    return TrainTime(compute_hours=hours, scaling_efficiency=scaling, mfu=implied, flops=flops)
+
+
+def _prefill_rate(w: Workload, spec: GpuPerf, tp: int) -> float:
+    """FLOP/s one replica's prompt pass runs at."""
+    precision = "bf16" if w.precision in ("int8", "int4") else w.precision
+    return peak_tflops(spec, precision) * 1e12 * default_mfu(w, spec) * tp
+
+
+def prefill_s(w: Workload, tokens: float, context: float, spec: GpuPerf, tp: int) -> float:
+    """Seconds for ``tokens`` prompt tokens whose attention spans ``context`` on average."""
+    arch = w.arch
+    dense = 2.0 * arch.active_params
+    attention = 2.0 * arch.layers * arch.q_dim * context / ATTENTION_EFFICIENCY
+    compute = tokens * (dense + attention) / _prefill_rate(w, spec, tp)
+    act = tokens * arch.hidden * 2.0
+    comm = 2 * arch.layers * allreduce_s(act, tp, spec.link_gbps or 16.0) if tp > 1 else 0.0
+    return compute + comm
+
+
+def decode_step_s(w: Workload, lay: Layout, spec: GpuPerf, context: float) -> float:
+    """One decode step of ``lay.batch`` sequences averaging ``context`` tokens each."""
+    arch, tp = w.arch, lay.tensor_parallel
+    fw = resolve(w.framework, w.kind)
+    b = lay.batch or w.batch or 1
+    touched = min(arch.total_params, arch.active_params * b)  # MoE: experts the batch routes to
+    emb = min(touched, arch.embedding_params())
+    kv = kv_cache_bytes_per_token(arch, kv_bytes_per_value(w)) * context * b
+    step_bytes = (weights_bytes(w, touched, emb) + kv) / tp
+    mem_s = step_bytes / (spec.memory_bw_tbs * 1e12 * fw.decode_bandwidth)
+    comp_s = 2.0 * arch.active_params * b / _prefill_rate(w, spec, tp)
+    tp_s = 2 * arch.layers * allreduce_s(b * arch.hidden * 2.0, tp, spec.link_gbps or 16.0)
+    return max(mem_s, comp_s) + tp_s + arch.layers * fw.layer_overhead_s
 
 
 def infer_time(w: Workload, lay: Layout, spec: GpuPerf) -> InferTime:
-    """Hours to serve the workload's requests (or generate its tokens) on one machine."""
-    arch, n = w.arch, lay.tensor_parallel
-    mfu = default_mfu(w)
-    compute = peak_tflops(spec, "bf16" if w.precision in ("int8", "int4") else w.precision)
-    flops_s = compute * 1e12 * mfu * n
+    """Hours to serve the workload's requests (or generate its tokens) on ``lay``: each of
+    its replicas (``lay.dp``) takes an equal share."""
+    tp, replicas = lay.tensor_parallel, lay.dp
     if w.requests:
-        prompt_tokens, out_tokens = w.requests * w.input_tokens, w.requests * w.output_tokens
+        prompt, out = w.requests * w.input_tokens, w.requests * w.output_tokens
         context = w.input_tokens + w.output_tokens / 2
+        first = prefill_s(w, w.input_tokens, w.input_tokens / 2, spec, tp)
     else:
-        prompt_tokens, out_tokens, context = 0.0, w.tokens, w.seq_len / 2
-    prefill_s = 2.0 * arch.active_params * prompt_tokens / flops_s
+        prompt, out, context, first = 0.0, w.tokens, w.seq_len / 2, 0.0
+    pre = prefill_s(w, prompt, w.input_tokens / 2, spec, tp) if prompt else 0.0
     b = lay.batch or w.batch or 1
-    touched = min(arch.total_params, arch.active_params * b)  # MoE: experts the batch routes to
-    kv_b = 1.0 if w.precision == "fp8" else 2.0
-    step_bytes = touched * weight_bytes_per_param(w) + kv_cache_bytes_per_token(arch, kv_b) * (
-        context * b
-    )
-    mem_s = step_bytes / (spec.memory_bw_tbs * 1e12 * MBU * n)
-    comp_s = 2.0 * arch.active_params * b / flops_s
-    tp_s = 2 * arch.layers * allreduce_s(b * arch.hidden * 2.0, n, spec.link_gbps or 16.0)
-    step_s = max(mem_s, comp_s) + tp_s
-    decode_s = out_tokens / b * step_s
+    step = decode_step_s(w, lay, spec, context)
+    decode = out / b * step
     return InferTime(
-        hours=(prefill_s + decode_s) / 3600.0,
-        prefill_hours=prefill_s / 3600.0,
-        decode_hours=decode_s / 3600.0,
-        tokens_per_s=b / step_s,
+        hours=(pre + decode) / replicas / 3600.0,
+        prefill_hours=pre / replicas / 3600.0,
+        decode_hours=decode / replicas / 3600.0,
+        tokens_per_s=b / step * replicas,
+        first_token_s=first,
     )

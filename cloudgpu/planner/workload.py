@@ -14,16 +14,24 @@ expected form. This module only parses; it must not estimate anything.
       tokens: 2B            # tokens to train on (training kinds: required)
       precision: bf16       # bf16 | fp16 | fp32 | fp8 (inference also int8 | int4)
       seq_len: 4096         # training sequence length / inference context (default 2048)
-      micro_batch: 1        # sequences per GPU per step
-      grad_accum: 1         # micro-steps per optimizer step (fewer gradient exchanges)
+      framework: auto       # megatron | deepspeed | fsdp | hf-trainer | nanogpt-style (training);
+                            # vllm | tensorrt-llm | gpt-fast | hf-generate (inference); auto:
+                            # fsdp for train, hf-trainer for fine-tunes, vllm for inference
+      mfu: 0.45             # measured model-FLOPs utilisation: replaces the framework's
+      # layout: every key below is searched per machine when omitted, pinned when given
+      global_batch: auto    # sequences per optimizer step (auto: 2M tokens for train, 128
+                            # sequences for fine-tunes)
+      micro_batch: auto     # sequences per GPU per micro-step
+      grad_accum: auto      # micro-steps per optimizer step (global_batch / dp / micro_batch)
       checkpointing: auto   # auto | none | selective | full | true (=full) | false (=none)
       attention: flash      # flash | eager (eager keeps the a*s^2 attention scores)
       optimizer: adamw      # adamw | adam | adam8bit | sgd | sgd_nomomentum
       sharding: auto        # auto | ddp | zero1 | zero2 | zero3 | fsdp (=zero3)
-      tensor_parallel: 1    # Megatron-style tensor parallel degree inside a node
+      tensor_parallel: auto # tensor-parallel degree inside a node (1, 2, 4, 8)
+      pipeline_parallel: auto   # pipeline stages across nodes (divides num_nodes)
+      network_gbps: auto    # node-to-node Gbit/s to assume (auto: the offer's)
       lora_rank: 16         # lora/qlora adapter rank (qlora default 64, as the QLoRA paper)
       lora_targets: all     # all | attention (which linear layers get adapters)
-      mfu: 0.45             # override the model-FLOPs-utilisation default
       # inference
       batch: auto           # concurrent sequences (auto: the most that fit, up to 256)
       requests: 10000       # requests to serve, each input_tokens + output_tokens
@@ -47,6 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cloudgpu.errors import ConfigError
+from cloudgpu.planner.frameworks import framework_names
 from cloudgpu.planner.models import (
     ModelArch,
     arch_from_block,
@@ -74,16 +83,20 @@ class Workload:
     tokens: float = 0.0
     precision: str = "bf16"
     seq_len: int = 2048
-    micro_batch: int = 1
-    grad_accum: int = 1
+    framework: str = "auto"
+    mfu: float | None = None
+    global_batch: int = 0  # 0: auto (here and below: searched per machine)
+    micro_batch: int = 0
+    grad_accum: int = 0
     checkpointing: str = "auto"
     attention: str = "flash"
     optimizer: str = "adamw"
     sharding: str = "auto"
-    tensor_parallel: int = 1
+    tensor_parallel: int = 0
+    pipeline_parallel: int = 0
+    network_gbps: float = 0.0
     lora_rank: int = 16
     lora_targets: str = "all"
-    mfu: float | None = None
     batch: int = 0  # 0: auto
     requests: float = 0.0
     input_tokens: int = 512
@@ -168,6 +181,34 @@ def _choice(raw: Mapping[str, Any], key: str, default: str, allowed: tuple[str, 
     raise ConfigError(f"workload.{key}: expected one of {' | '.join(allowed)}, got '{value}'")
 
 
+def _auto_int(raw: Mapping[str, Any], key: str) -> int:
+    """A whole number >= 1, or 0 for ``auto`` / omitted (the planner searches it)."""
+    if raw.get(key, "auto") == "auto":
+        return 0
+    return _int(raw, key, 1)
+
+
+def _positive(raw: Mapping[str, Any], key: str) -> float:
+    value = raw[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e7:
+        raise ConfigError(f"workload.{key}: expected a positive number or auto, got '{value}'")
+    return float(value)
+
+
+def _framework(raw: Mapping[str, Any], kind: str) -> str:
+    names = framework_names(training=kind != "inference")
+    value = str(raw.get("framework", "auto")).strip().lower().replace("_", "-")
+    if value == "auto" or value in names:
+        return value
+    what = "serving" if kind == "inference" else "training"
+    wrong = value in framework_names(training=kind == "inference")
+    raise ConfigError(
+        f"workload.framework: expected auto or a {what} framework ({' | '.join(names)}), got "
+        f"'{value}'"
+        + (f" (a {'training' if what == 'serving' else 'serving'} framework)" if wrong else "")
+    )
+
+
 def _float(raw: Mapping[str, Any], key: str, default: float) -> float:
     value = raw.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
@@ -221,16 +262,22 @@ def parse_workload(raw: Mapping[str, Any]) -> Workload:
         tokens=parse_count(raw.get("tokens", 0), "tokens"),
         precision=_choice(raw, "precision", "bf16", PRECISIONS),
         seq_len=_int(raw, "seq_len", 2048),
-        micro_batch=_int(raw, "micro_batch", 1),
-        grad_accum=_int(raw, "grad_accum", 1),
+        framework=_framework(raw, kind),
+        mfu=_mfu(raw),
+        global_batch=_auto_int(raw, "global_batch"),
+        micro_batch=_auto_int(raw, "micro_batch"),
+        grad_accum=_auto_int(raw, "grad_accum"),
         checkpointing=_checkpointing(raw),
         attention=_choice(raw, "attention", "flash", ("flash", "eager")),
         optimizer=_choice(raw, "optimizer", "adamw", OPTIMIZERS),
         sharding=_choice(raw, "sharding", "auto", SHARDINGS).replace("fsdp", "zero3"),
-        tensor_parallel=_int(raw, "tensor_parallel", 1),
+        tensor_parallel=_auto_int(raw, "tensor_parallel"),
+        pipeline_parallel=_auto_int(raw, "pipeline_parallel"),
+        network_gbps=0.0
+        if raw.get("network_gbps", "auto") == "auto"
+        else _positive(raw, "network_gbps"),
         lora_rank=_int(raw, "lora_rank", 64 if kind == "qlora" else 16),
         lora_targets=_choice(raw, "lora_targets", "all", ("all", "attention")),
-        mfu=_mfu(raw),
         batch=0 if raw.get("batch", "auto") == "auto" else _int(raw, "batch", 1),
         requests=parse_count(raw.get("requests", 0), "requests"),
         input_tokens=_int(raw, "input_tokens", 512, 0),
@@ -275,7 +322,16 @@ def _check_consistent(w: Workload, raw: Mapping[str, Any]) -> None:
             " tokens: 2B)"
         )
     if not w.training:
-        for key in ("optimizer", "sharding", "checkpointing", "lora_rank", "grad_accum"):
+        for key in (
+            "optimizer",
+            "sharding",
+            "checkpointing",
+            "lora_rank",
+            "grad_accum",
+            "global_batch",
+            "micro_batch",
+            "pipeline_parallel",
+        ):
             if key in raw:
                 raise ConfigError(f"workload.{key}: only applies to training, not kind: inference")
         if not w.requests and not w.tokens:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -203,7 +204,9 @@ def test_nothing_fits_says_what_is_needed(tmp_path: Path) -> None:
     res = invoke("plan", write(tmp_path, job))
     assert isinstance(res.exception, ConfigError)
     assert str(res.exception).startswith("nothing fits: needs ")
-    assert "with ZeRO-3" in str(res.exception)
+    # 405B needs many nodes: the layout that fits them splits the model (TP in a node, PP
+    # across nodes)
+    assert re.search(r"needs \d+x\d+ GB with .*TP=\d.*PP=\d", str(res.exception))
 
 
 def _cloudgpu(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

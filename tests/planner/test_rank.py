@@ -93,7 +93,7 @@ def test_rejected_offers_say_why_and_what_would_fit() -> None:
     assert t4.reason.startswith("needs ") and "> 16 GB" in t4.reason
     l40s = next(c for c in p.rejected if c.offer.instance_type == "g6e.xlarge")
     assert l40s.fix.startswith("kind: lora")
-    pinned = {**FINETUNE_8B, "checkpointing": "none", "micro_batch": 4}
+    pinned = {**FINETUNE_8B, "checkpointing": "none", "micro_batch": 4, "tensor_parallel": 1}
     p = plan(job(pinned), MARKET, registry=REG)
     a100x8 = next(c for c in p.rejected if c.offer.instance_type == "8x_A100-80GB")
     assert a100x8.fix.startswith("checkpointing: full")
