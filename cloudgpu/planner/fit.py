@@ -117,8 +117,9 @@ def _shape_error(w: Workload, shape: Shape) -> str:
         return f"tensor_parallel {w.tensor_parallel} does not divide {shape.gpus_per_node} GPUs"
     if not w.training and w.tensor_parallel and shape.gpus_per_node % w.tensor_parallel:
         return f"tensor_parallel {w.tensor_parallel} does not divide {shape.gpus_per_node} GPUs"
-    if w.pipeline_parallel and shape.num_nodes % w.pipeline_parallel:
-        return f"pipeline_parallel {w.pipeline_parallel} does not divide {shape.num_nodes} nodes"
+    pp = w.pipeline_parallel
+    if pp and shape.num_nodes % pp and (shape.n_gpus % (pp * max(1, w.tensor_parallel))):
+        return f"pipeline_parallel {pp} does not divide {shape.num_nodes} nodes"
     return ""
 
 
@@ -167,7 +168,14 @@ class _Search:
     def lower_bound(self, lay: Layout) -> float:
         """Hours with perfect scaling: what no layout with this recomputation can beat."""
         assert self.spec is not None
-        ideal = replace(lay, gpus_per_node=1, num_nodes=1, tensor_parallel=1, pipeline_parallel=1)
+        ideal = replace(
+            lay,
+            gpus_per_node=1,
+            num_nodes=1,
+            tensor_parallel=1,
+            pipeline_parallel=1,
+            context_parallel=1,
+        )
         return train_time(self.w, ideal, self.spec).compute_hours / self.shape.n_gpus
 
 
@@ -193,11 +201,17 @@ def _feasible(s: _Search) -> bool:
     found = False
     for pp in _pipelines(w, shape):
         for tp in _tensors(w, shape):
-            dp = max(1, shape.n_gpus // (tp * pp))
+            dp = max(1, shape.n_gpus // (tp * pp * w.context_parallel))
             sharding = w.sharding if w.sharding != "auto" else ("zero3" if dp > 1 else "ddp")
             mb = _micro_batches(w, dp)[0]
             lay = Layout(shape.gpus_per_node, shape.num_nodes, tp, sharding, ckpt, w.optimizer)
-            lay = replace(lay, pipeline_parallel=pp, micro_batch=mb, grad_accum=_accum(w, dp, mb))
+            lay = replace(
+                lay,
+                pipeline_parallel=pp,
+                micro_batch=mb,
+                grad_accum=_accum(w, dp, mb),
+                context_parallel=w.context_parallel,
+            )
             found = s.fits(lay) or found
     return found
 
@@ -210,15 +224,16 @@ def _search_training(s: _Search) -> None:
     for ckpt, tp, pp in _train_groups(w, shape):
         if s.done:
             return
-        dp = max(1, shape.n_gpus // (tp * pp))
+        dp = max(1, shape.n_gpus // (tp * pp * w.context_parallel))
         base = Layout(gpn, nodes, tp, "ddp", ckpt, w.optimizer, 0, pp)
+        base = replace(base, context_parallel=w.context_parallel)
         if s.best is not None and s.lower_bound(base) >= s.best[0]:
             continue
         shardings = (w.sharding,) if w.sharding != "auto" else SHARDINGS
         if dp == 1 and w.sharding == "auto":
             shardings = ("ddp",)  # nothing to shard over
         for sharding in shardings:  # the least sharded that fits dominates the rest
-            fitting = _fitting(s, w, dp, Layout(gpn, nodes, tp, sharding, ckpt, w.optimizer, 0, pp))
+            fitting = _fitting(s, w, dp, replace(base, sharding=sharding))
             if fitting:
                 timed = fitting if (sharding == "zero3" or pp > 1) else fitting[-1:]
                 for lay in timed:
@@ -242,6 +257,7 @@ def _fitting(s: _Search, w: Workload, dp: int, head: Layout) -> list[Layout]:
             h.pipeline_parallel,
             mb,
             _accum(w, dp, mb),
+            h.context_parallel,
         )
         if not s.fits(lay):
             break

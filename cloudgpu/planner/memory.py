@@ -27,7 +27,8 @@ its workload block; framework-specific figures live in data/frameworks.json):
   a gated MLP (gate, act, up, product) -- 52*s*b*h for Llama-3-8B, close to the ~28 bf16
   hidden-state copies per layer ml-engineering measured (224 GiB at 32k). Full
   recomputation keeps only each layer's input (2*s*b*h) plus one live layer.
-  Tensor parallelism (no sequence parallelism) divides all but the norm inputs by t.
+  Tensor parallelism is taken with sequence parallelism (Megatron-Core and torchtitan
+  enable it with TP; Korthikanti et al. s4.2.2), which divides every activation by t.
 - Logits: the framework's bytes per vocabulary entry per token (the loss upcasts to fp32
   and keeps more copies: 10 bytes in Megatron/torchtitan, 16 in Hugging Face models).
 - Runtime overhead: CUDA context and kernels ~1 GiB, torch.distributed ~1 GiB more when
@@ -68,6 +69,7 @@ class Layout:
     pipeline_parallel: int = 1
     micro_batch: int = 1
     grad_accum: int = 1
+    context_parallel: int = 1  # each sequence split over this many GPUs (ring attention)
 
     @property
     def n_gpus(self) -> int:
@@ -76,7 +78,8 @@ class Layout:
     @property
     def dp(self) -> int:
         """Data-parallel ranks (training) or model replicas (inference)."""
-        return max(1, self.n_gpus // (self.tensor_parallel * self.pipeline_parallel))
+        split = self.tensor_parallel * self.pipeline_parallel * self.context_parallel
+        return max(1, self.n_gpus // split)
 
     def describe(self) -> str:
         parts = []
@@ -89,6 +92,8 @@ class Layout:
             parts.append(f"TP={self.tensor_parallel}")
         if self.pipeline_parallel > 1:
             parts.append(f"PP={self.pipeline_parallel}")
+        if self.context_parallel > 1:
+            parts.append(f"CP={self.context_parallel}")
         if self.sharding != "none":
             accum = f" x {self.grad_accum} accum" if self.grad_accum > 1 else ""
             parts.append(f"micro-batch {self.micro_batch}{accum}")
@@ -152,6 +157,8 @@ def model_states(w: Workload, lay: Layout) -> dict[str, float]:
     opt = optimizer_bytes_per_param(lay.optimizer, w.precision)
     if fw.fp32_grad_partition and lay.sharding != "ddp" and w.precision != "fp32":
         opt += 4.0  # DeepSpeed's fp32 gradient partition
+        if lay.sharding == "zero3":
+            grad_b = 0.0  # stage 3 reduce-scatters straight into it (18P/N in all)
     return {
         "weights": p * weight_bytes_per_param(w) / shard_w,
         "gradients": p * grad_b / shard_g,
@@ -169,9 +176,9 @@ def layer_activation_bytes(arch: ModelArch, w: Workload, lay: Layout, attention:
     rope = 2 * (arch.q_dim + arch.kv_dim) * a  # rotate_half copies and rotated q/k
     attn_out = 2 * arch.q_dim * a  # attention output and the o_proj input copy
     mlp = 4 * inter * a  # gate, activation, up, product
-    per_token = norms + (qkv + rope + attn_out + mlp) / tp
+    per_token = (norms + qkv + rope + attn_out + mlp) / tp
     scores = 5.0 * arch.heads * s * s * b / tp if attention == "eager" else 0.0
-    return s * b * per_token + scores
+    return (s * b * per_token + scores) / lay.context_parallel
 
 
 def activations(w: Workload, lay: Layout) -> dict[str, float]:
@@ -183,11 +190,11 @@ def activations(w: Workload, lay: Layout) -> dict[str, float]:
     attention = "flash" if lay.checkpointing == "selective" else w.attention
     per_layer = layer_activation_bytes(arch, w, lay, attention)
     a = 4.0 if w.precision == "fp32" else 2.0
-    logits = lay.micro_batch * w.seq_len * arch.vocab * fw.logits_bytes / tp
+    logits = lay.micro_batch * w.seq_len * arch.vocab * fw.logits_bytes / tp / lay.context_parallel
     in_flight = min(pp, max(1, lay.grad_accum)) if pp > 1 else 1
     layers = arch.layers / pp * in_flight
     if lay.checkpointing == "full":
-        inputs = layers * w.seq_len * lay.micro_batch * arch.hidden * a
+        inputs = layers * w.seq_len * lay.micro_batch * arch.hidden * a / tp / lay.context_parallel
         return {"activations": inputs, "recompute_peak": per_layer, "logits": logits}
     return {"activations": layers * per_layer, "logits": logits}
 

@@ -26,7 +26,13 @@ sources; shared rules in cloudgpu/planner/frameworks.py):
   overlapped; ZeRO-3/FSDP all-gathers the weights twice and reduce-scatters the gradients
   every micro-batch (1.5x DDP's volume), overlapped with OVERLAP of its compute;
   DDP/ZeRO-1/2 all-reduce once per optimizer step, overlapped with OVERLAP of the last
-  backward pass. Scaling efficiency = compute / step.
+  backward pass. Interleaving ``virtual_pipeline`` chunks per stage divides the bubble by
+  that count (Narayanan et al. 2021 s2.2.2). Context parallelism splits each sequence
+  over ``context_parallel`` GPUs: compute and activations divide by it, its ring
+  exchange of K/V overlaps the attention it feeds (Megatron-Core context_parallel docs)
+  and is not charged. Scaling efficiency = compute / step. A
+  stated ``mfu`` is end-to-end (as papers publish it): time = model FLOPs / (GPUs x
+  peak x mfu), no communication charged on top.
 - Inference: prefill is compute-bound (2*N + causal attention FLOPs per prompt token at the
   framework's prefill efficiency); a decode step reads the weights and the batch's KV
   cache at the framework's share of HBM bandwidth, or is compute-bound when the batch is
@@ -180,12 +186,12 @@ def _per_step_comm(
     """(seconds added to every micro-slot, seconds added once per optimizer step)."""
     arch, tp, pp = w.arch, lay.tensor_parallel, lay.pipeline_parallel
     act_b = 4.0 if w.precision == "fp32" else 2.0
-    act = lay.micro_batch * w.seq_len * arch.hidden * act_b
+    act = lay.micro_batch * w.seq_len * arch.hidden * act_b / lay.context_parallel
     per_micro = 4 * arch.layers / pp * allreduce_s(act, tp, spec.link_gbps or 16.0)
     if pp > 1:  # activations forward and gradients back across each stage boundary
         hop = (network_gbps or DEFAULT_NETWORK_GBPS) / 8.0 if lay.num_nodes > 1 else spec.link_gbps
         per_micro += 2 * act / tp / (max(hop or 16.0, 1e-3) * LINK_EFFICIENCY * 1e9)
-    dp = lay.dp
+    dp = lay.dp * lay.context_parallel  # gradients are reduced over the CP ranks too
     if dp <= 1:
         return per_micro, 0.0
     total, emb = stage_params(arch, pp)
@@ -206,10 +212,15 @@ def train_time(w: Workload, lay: Layout, spec: GpuPerf, network_gbps: float = 0.
     rate = train_peak(spec, w.precision) * 1e12 * eff  # FLOP/s of one GPU
     work = _work_per_token(w, lay.checkpointing)
     tokens_micro = lay.micro_batch * w.seq_len
-    micro_s = work * tokens_micro / (rate * lay.tensor_parallel * lay.pipeline_parallel)
+    split = lay.tensor_parallel * lay.pipeline_parallel * lay.context_parallel
+    micro_s = work * tokens_micro / (rate * split)
     slot, once = _per_step_comm(w, lay, spec, network_gbps, micro_s)
     ga, pp = max(1, lay.grad_accum), lay.pipeline_parallel
-    step = (ga + pp - 1) * (micro_s + slot) + once
+    if w.mfu is not None:
+        slot = once = 0.0  # a measured MFU already includes communication and bubbles
+        pp = 1
+    bubble = (pp - 1) / max(1, w.virtual_pipeline)
+    step = (ga + bubble) * (micro_s + slot) + once
     scaling = ga * micro_s / step
     tokens_step = ga * tokens_micro * lay.dp
     hours = w.tokens / tokens_step * step / 3600.0
@@ -247,7 +258,10 @@ def decode_step_s(w: Workload, lay: Layout, spec: GpuPerf, context: float) -> fl
     mem_s = step_bytes / (spec.memory_bw_tbs * 1e12 * fw.decode_bandwidth)
     comp_s = 2.0 * arch.active_params * b / _prefill_rate(w, spec, tp)
     tp_s = 2 * arch.layers * allreduce_s(b * arch.hidden * 2.0, tp, spec.link_gbps or 16.0)
-    return max(mem_s, comp_s) + tp_s + arch.layers * fw.layer_overhead_s
+    # Kernels are launched asynchronously: the GPU's work and the host's per-layer launch
+    # cost overlap, the slower one sets the pace (eager frameworks are launch-bound at
+    # small batch: LitGPT's 7B and 13B, 31 and 25 tokens/s, are ~1 ms per layer).
+    return max(max(mem_s, comp_s) + tp_s, arch.layers * fw.layer_overhead_s)
 
 
 def infer_time(w: Workload, lay: Layout, spec: GpuPerf) -> InferTime:

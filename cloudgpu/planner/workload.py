@@ -17,7 +17,8 @@ expected form. This module only parses; it must not estimate anything.
       framework: auto       # megatron | deepspeed | fsdp | hf-trainer | nanogpt-style (training);
                             # vllm | tensorrt-llm | gpt-fast | hf-generate (inference); auto:
                             # fsdp for train, hf-trainer for fine-tunes, vllm for inference
-      mfu: 0.45             # measured model-FLOPs utilisation: replaces the framework's
+      mfu: 0.45             # measured end-to-end model-FLOPs utilisation (communication and
+                            # pipeline bubbles included): replaces the whole time model
       # layout: every key below is searched per machine when omitted, pinned when given
       global_batch: auto    # sequences per optimizer step (auto: 2M tokens for train, 128
                             # sequences for fine-tunes)
@@ -29,6 +30,8 @@ expected form. This module only parses; it must not estimate anything.
       sharding: auto        # auto | ddp | zero1 | zero2 | zero3 | fsdp (=zero3)
       tensor_parallel: auto # tensor-parallel degree inside a node (1, 2, 4, 8)
       pipeline_parallel: auto   # pipeline stages across nodes (divides num_nodes)
+      virtual_pipeline: 1   # interleaved 1F1B: model chunks per stage (divides the bubble)
+      context_parallel: 1   # GPUs each sequence is split over (long context)
       network_gbps: auto    # node-to-node Gbit/s to assume (auto: the offer's)
       lora_rank: 16         # lora/qlora adapter rank (qlora default 64, as the QLoRA paper)
       lora_targets: all     # all | attention (which linear layers get adapters)
@@ -94,6 +97,8 @@ class Workload:
     sharding: str = "auto"
     tensor_parallel: int = 0
     pipeline_parallel: int = 0
+    virtual_pipeline: int = 1
+    context_parallel: int = 1
     network_gbps: float = 0.0
     lora_rank: int = 16
     lora_targets: str = "all"
@@ -273,6 +278,8 @@ def parse_workload(raw: Mapping[str, Any]) -> Workload:
         sharding=_choice(raw, "sharding", "auto", SHARDINGS).replace("fsdp", "zero3"),
         tensor_parallel=_auto_int(raw, "tensor_parallel"),
         pipeline_parallel=_auto_int(raw, "pipeline_parallel"),
+        virtual_pipeline=_int(raw, "virtual_pipeline", 1),
+        context_parallel=_int(raw, "context_parallel", 1),
         network_gbps=0.0
         if raw.get("network_gbps", "auto") == "auto"
         else _positive(raw, "network_gbps"),
@@ -331,6 +338,8 @@ def _check_consistent(w: Workload, raw: Mapping[str, Any]) -> None:
             "global_batch",
             "micro_batch",
             "pipeline_parallel",
+            "virtual_pipeline",
+            "context_parallel",
         ):
             if key in raw:
                 raise ConfigError(f"workload.{key}: only applies to training, not kind: inference")
