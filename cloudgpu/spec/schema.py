@@ -216,10 +216,36 @@ PRECISIONS = ("bf16", "fp16", "fp32", "fp8", "int8", "int4")
 OPTIMIZERS = ("adamw", "adam", "adam8bit", "sgd", "sgd_nomomentum")
 SHARDINGS = ("auto", "ddp", "zero1", "zero2", "zero3", "fsdp")
 CHECKPOINTING = ("auto", "none", "selective", "full")
+# The planner's framework table (cloudgpu/planner/data/frameworks.json) has one row each.
+FRAMEWORKS = (
+    "auto",
+    "megatron",
+    "deepspeed",
+    "fsdp",
+    "torchtune",
+    "litgpt",
+    "hf-trainer",
+    "nanogpt-style",
+    "vllm",
+    "tensorrt-llm",
+    "gpt-fast",
+    "hf-generate",
+)
 
 
 def _whole(description: str, lo: int, hi: float) -> Value:
     return checked(number(description, lo, hi, integer=True, lo_open=False))
+
+
+def _whole_or_auto(description: str, hi: float) -> Value:
+    """A whole number >= 1, or ``auto``: the planner searches it per machine."""
+    return checked(
+        either(
+            description,
+            number("", 1, hi, integer=True, lo_open=False),
+            choice("", ("auto",)),
+        )
+    )
 
 
 def _rate(description: str, hi: float) -> Value:
@@ -263,18 +289,33 @@ WORKLOAD = Block(
         "tokens": _amount("tokens to train on (or to generate), e.g. 2B", 1e17),
         "precision": _pick("bf16 | fp16 | fp32 | fp8 | int8 | int4", PRECISIONS),
         "seq_len": _whole("sequence length / context", 1, 100_000_000),
-        "micro_batch": _whole("sequences per GPU per step", 1, 1_000_000),
-        "grad_accum": _whole("micro-steps per optimizer step", 1, 1_000_000),
+        "framework": _pick(
+            "what runs the job, for its efficiency and memory habits: " + " | ".join(FRAMEWORKS),
+            FRAMEWORKS,
+        ),
+        "global_batch": _whole_or_auto("sequences per optimizer step", 1e9),
+        "micro_batch": _whole_or_auto("sequences per GPU per step", 1_000_000),
+        "grad_accum": _whole_or_auto("micro-steps per optimizer step", 1_000_000),
         "checkpointing": _pick(
             "activation recomputation", CHECKPOINTING, booleans={True: "full", False: "none"}
         ),
         "attention": _pick("flash | eager", ("flash", "eager")),
         "optimizer": _pick("adamw | adam | adam8bit | sgd | sgd_nomomentum", OPTIMIZERS),
         "sharding": _pick("auto | ddp | zero1 | zero2 | zero3 | fsdp", SHARDINGS),
-        "tensor_parallel": _whole("tensor-parallel degree inside a node", 1, 1024),
+        "tensor_parallel": _whole_or_auto("tensor-parallel degree inside a node", 1024),
+        "pipeline_parallel": _whole_or_auto("pipeline stages (across nodes when searched)", 1024),
+        "virtual_pipeline": _whole("interleaved pipeline chunks per stage", 1, 1024),
+        "context_parallel": _whole("GPUs each sequence is split over", 1, 1024),
+        "network_gbps": checked(
+            either(
+                "node-to-node Gbit/s the estimate assumes (auto: the offer's)",
+                number("", 0, 1e7),
+                choice("", ("auto",)),
+            )
+        ),
         "lora_rank": _whole("adapter rank (lora/qlora)", 1, 65_536),
         "lora_targets": _pick("all | attention", ("all", "attention")),
-        "mfu": checked(number("model FLOPs utilisation, a fraction", 0, 1)),
+        "mfu": checked(number("measured end-to-end model FLOPs utilisation, a fraction", 0, 1)),
         "batch": checked(
             either(
                 "concurrent sequences (inference)",

@@ -155,3 +155,42 @@ def test_bad_workloads_are_one_line_errors(raw: dict[str, object], message: str)
     with pytest.raises(ConfigError, match=message) as err:
         parse_workload(raw)
     assert "\n" not in str(err.value)
+
+
+def test_layout_keys_are_auto_unless_pinned_and_frameworks_match_the_schema() -> None:
+    from cloudgpu.planner.frameworks import framework_names
+    from cloudgpu.spec.schema import FRAMEWORKS
+
+    assert set(FRAMEWORKS) == {"auto", *framework_names()}
+    base = {"kind": "train", "model": "llama-3-8b", "tokens": "1B"}
+    auto = parse_workload(base)
+    assert (auto.micro_batch, auto.grad_accum, auto.tensor_parallel) == (0, 0, 0)
+    assert (auto.pipeline_parallel, auto.global_batch, auto.network_gbps) == (0, 0, 0.0)
+    pinned = parse_workload(
+        {
+            **base,
+            "framework": "megatron",
+            "micro_batch": 4,
+            "grad_accum": "auto",
+            "tensor_parallel": 2,
+            "pipeline_parallel": 2,
+            "virtual_pipeline": 4,
+            "context_parallel": 2,
+            "global_batch": 512,
+            "network_gbps": 3200,
+        }
+    )
+    assert (pinned.framework, pinned.micro_batch, pinned.grad_accum) == ("megatron", 4, 0)
+    assert (pinned.tensor_parallel, pinned.pipeline_parallel) == (2, 2)
+    assert (pinned.virtual_pipeline, pinned.context_parallel, pinned.global_batch) == (4, 2, 512)
+    assert pinned.network_gbps == 3200
+    with pytest.raises(ConfigError, match="workload.framework: .*training framework.*vllm"):
+        parse_workload({**base, "framework": "vllm"})
+    with pytest.raises(ConfigError, match="workload.framework"):
+        parse_workload(
+            {"kind": "inference", "model": "llama-3-8b", "requests": 1, "framework": "fsdp"}
+        )
+    with pytest.raises(ConfigError, match="only applies to training"):
+        parse_workload(
+            {"kind": "inference", "model": "llama-3-8b", "requests": 1, "global_batch": 8}
+        )
