@@ -184,9 +184,9 @@ def test_layout_keys_are_auto_unless_pinned_and_frameworks_match_the_schema() ->
     assert (pinned.tensor_parallel, pinned.pipeline_parallel) == (2, 2)
     assert (pinned.virtual_pipeline, pinned.context_parallel, pinned.global_batch) == (4, 2, 512)
     assert pinned.network_gbps == 3200
-    with pytest.raises(ConfigError, match="workload.framework: .*training framework.*vllm"):
+    with pytest.raises(ConfigError, match=r"workload\.framework: .*training framework.*vllm"):
         parse_workload({**base, "framework": "vllm"})
-    with pytest.raises(ConfigError, match="workload.framework"):
+    with pytest.raises(ConfigError, match=r"workload\.framework"):
         parse_workload(
             {"kind": "inference", "model": "llama-3-8b", "requests": 1, "framework": "fsdp"}
         )
