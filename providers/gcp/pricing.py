@@ -2,15 +2,27 @@
 
 GCP has no per-machine price: a VM costs vCPUs x the family's core price + GiB x its
 RAM price + GPUs x the GPU price, each a separate SKU of service 6F81-5844-456A
-(Compute Engine), per region, with usage type ``OnDemand`` or ``Preemptible`` (the Spot
-price). SKUs are matched by description, the only place GCP names the family or GPU:
-"A2 Instance Core running in Americas", "N1 Predefined Instance Ram running in ...",
-"Spot Preemptible Nvidia Tesla A100 80GB GPU running in ...". Commitments, custom,
-sole-tenant and workstation SKUs are skipped. An offer is made only when all three
-prices exist for its region and market: a missing price is never guessed.
+(Compute Engine), per region. SKUs are matched by description, the only place GCP names
+the family or GPU. The forms a live catalog uses (tests/fixtures/gcp/skus_list.json cites
+where each was seen):
 
-GPUs that come with the machine (A2, A3, A4, G2: ``machineType.accelerators``) make one
-offer per machine type and zone. GPUs attached to N1 (T4, V100, P100, P4) get one
+    A2 Instance Core running in Americas              N1 Predefined Instance Ram running in ...
+    Spot Preemptible A3Plus Instance Ram running in Tokyo
+    Nvidia Tesla T4 GPU running in Americas           H200 141GB GPU running in Americas
+    Nvidia Tesla T4 GPU attached to Spot Preemptible VMs running in Americas
+    RTX 6000 96GB running in Belgium                  (G4's GPU: no "GPU" word)
+    A4 Nvidia B200 (1 gpu slice) running in Americas  (A4: the whole VM per GPU, no core/RAM SKUs)
+    Spot Preemptible A4 Nvidia B200 (1 gpu slice) running in Americas
+
+A SKU is Spot when its description says so ("Spot Preemptible ..." or "... attached to
+Spot Preemptible VMs ...") or its usage type is ``Preemptible``; else ``OnDemand`` is
+on-demand and anything else (commitments) is skipped. Commitment, custom, sole-tenant,
+DWS/calendar-mode, reserved and virtual-workstation SKUs are skipped. An offer is made
+only when every price it needs exists for its region and market: a missing price is
+never guessed (GB200/A4X has no public SKU, so no offer).
+
+GPUs that come with the machine (A2, A3, A4, G2, G4: ``machineType.accelerators``) make
+one offer per machine type and zone. GPUs attached to N1 (T4, V100, P100, P4) get one
 documented host per GPU count: n1-standard-(4 x count), named
 ``n1-standard-8+2xnvidia-tesla-t4`` so two GPUs on one host never share an offer key.
 This module is pure: it sees plain records, never an SDK object.
@@ -27,7 +39,7 @@ from cloudgpu.catalog.offer import FLAG_UNKNOWN_GPU, Offer
 
 COMPUTE_SERVICE = "services/6F81-5844-456A"
 SOURCE = "gcp:cloudbilling-skus"
-LOCAL_SSD_GB = 375.0  # each bundled local SSD partition (A2 ultra, A3) is 375 GB
+LOCAL_SSD_GB = 375.0  # each bundled local SSD partition (A2 ultra, A3, A4, G4) is 375 GB
 N1_HOST_VCPUS_PER_GPU = 4
 _USAGE = {"OnDemand": "on_demand", "Preemptible": "spot"}
 _SKIP = re.compile(
@@ -35,12 +47,23 @@ _SKIP = re.compile(
     r"defined duration|flex|calendar",
     re.I,
 )
-_CORE = re.compile(r"^(\w+) (?:predefined )?instance core running in", re.I)
-_RAM = re.compile(r"^(\w+) (?:predefined )?instance ram running in", re.I)
-_GPU = re.compile(r"^(?:nvidia )?(?:tesla )?(.+?) gpu running in", re.I)
-_SPOT_PREFIX = re.compile(r"^(?:spot preemptible |preemptible )", re.I)
+_SPOT = re.compile(r"^(?:spot preemptible|preemptible) | attached to spot preemptible vms ", re.I)
+# What the SKU prices, once the Spot wording and the "running in <place>" tail are gone.
+_STRIP = re.compile(
+    r"^(?:spot preemptible |preemptible )|(?: attached to spot preemptible vms)? running in .*$",
+    re.I,
+)
+_CORE = re.compile(r"^(\w+) (?:predefined )?instance core$", re.I)
+_RAM = re.compile(r"^(\w+) (?:predefined )?instance ram$", re.I)
+_SLICE = re.compile(r"^\w+ (?:nvidia )?(.+?) \(1 gpu slice\)$", re.I)
+_GPU = re.compile(r"^(?:nvidia )?(?:tesla )?(.+?)(?: gpu)?$", re.I)
+# SKU GPU names whose words differ from the accelerator type's (gpu_key of both sides).
+_GPU_ALIASES = {"6000 96gb rtx": "6000 pro rtx"}  # "RTX 6000 96GB" = nvidia-rtx-pro-6000
 # Known GPU memory per GCP accelerator name; else the registry's spec, else "NNgb".
-_MEMORY = {"nvidia-tesla-a100": 40.0, "nvidia-tesla-p4": 8.0}
+_MEMORY = {"nvidia-tesla-a100": 40.0, "nvidia-tesla-p4": 8.0, "nvidia-rtx-pro-6000": 96.0}
+# Machine-type prefix -> the family word of its core/RAM SKUs, where the two differ
+# ("A3Plus Instance Core" prices a3-megagpu). Others: the first word, upper-cased.
+_FAMILIES = {"a3-megagpu": "A3PLUS", "a3-ultragpu": "A3ULTRA"}
 
 
 @dataclass(frozen=True)
@@ -49,6 +72,7 @@ class Sku:
     usage_type: str  # OnDemand | Preemptible | Commit1Yr ...
     regions: tuple[str, ...]
     unit_price: float  # USD per unit (h for cores/GPUs, GiBy.h for RAM)
+    resource_group: str = ""  # category.resourceGroup: CPU, RAM, GPU, N1Standard, ...
 
 
 @dataclass(frozen=True)
@@ -85,14 +109,20 @@ def gpu_key(text: str) -> str:
     return " ".join(sorted(w for w in words if w and w not in ("nvidia", "tesla")))
 
 
+def sku_market(sku: Sku) -> str | None:
+    """on_demand, spot, or None for a SKU that is neither (commitments)."""
+    if _SPOT.search(sku.description + " "):
+        return "spot"
+    return _USAGE.get(sku.usage_type)
+
+
 def price_table(skus: Iterable[Sku]) -> PriceTable:
     table = PriceTable()
     for sku in skus:
-        market = _USAGE.get(sku.usage_type)
+        market = sku_market(sku)
         if market is None or _SKIP.search(sku.description) or sku.unit_price <= 0:
             continue
-        desc = _SPOT_PREFIX.sub("", sku.description.strip())
-        entry = _classify(desc)
+        entry = _classify(_STRIP.sub("", sku.description.strip()), sku.resource_group)
         if entry is None:
             continue
         for region in sku.regions:
@@ -100,14 +130,25 @@ def price_table(skus: Iterable[Sku]) -> PriceTable:
     return table
 
 
-def _classify(desc: str) -> tuple[str, str] | None:
-    if m := _CORE.match(desc):
+def _classify(what: str, group: str) -> tuple[str, str] | None:
+    if m := _CORE.match(what):
         return "core", m.group(1).upper()
-    if m := _RAM.match(desc):
+    if m := _RAM.match(what):
         return "ram", m.group(1).upper()
-    if m := _GPU.match(desc):
-        return "gpu", gpu_key(m.group(1))
+    if m := _SLICE.match(what):
+        return "slice", gpu_key(m.group(1))
+    if group in ("GPU", "") and (m := _GPU.match(what)):
+        key = gpu_key(m.group(1))
+        return "gpu", _GPU_ALIASES.get(key, key)
     return None
+
+
+def sku_family(machine_type: str) -> str:
+    """The family word of a machine type's core/RAM SKUs: a2-highgpu-1g -> A2."""
+    for prefix, family in _FAMILIES.items():
+        if machine_type.startswith(prefix):
+            return family
+    return machine_type.split("-", 1)[0].upper()
 
 
 def compose_type(host: str, accelerator: str | None, count: int) -> str:
@@ -199,10 +240,16 @@ def build_offers(
 def machine_price(
     table: PriceTable, machine: MachineType, accel: str, count: int, region: str, market: str
 ) -> float | None:
-    family = machine.name.split("-", 1)[0].upper()
+    """The VM's hourly price: cores + RAM + GPUs, or GPUs x the per-GPU slice price
+    where GCP sells the whole VM by the GPU (A4); None when any part is unpriced."""
+    key = gpu_key(accel)
+    whole = table.get("slice", key, region, market)
+    if whole is not None:
+        return count * whole
+    family = sku_family(machine.name)
     core = table.get("core", family, region, market)
     ram = table.get("ram", family, region, market)
-    gpu = table.get("gpu", gpu_key(accel), region, market)
+    gpu = table.get("gpu", key, region, market)
     if core is None or ram is None or gpu is None:
         return None
     return machine.vcpus * core + machine.memory_mb / 1024 * ram + count * gpu

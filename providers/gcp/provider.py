@@ -184,6 +184,7 @@ class GCPProvider(Provider):
                     usage_type=sku.category.usage_type,
                     regions=tuple(sku.service_regions),
                     unit_price=float(price.units) + price.nanos / 1e9,
+                    resource_group=sku.category.resource_group,
                 )
 
     # -- instances -------------------------------------------------------------------

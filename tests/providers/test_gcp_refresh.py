@@ -42,8 +42,11 @@ def test_refresh_replaces_the_snapshot(configured: Paths, fake: FakeGCP) -> None
     assert "refreshed" in out and cache(configured).exists()
     code, out, _ = main_exit(["offers", "--provider", "gcp", "--gpu", "L4", "--json"])
     rows = json.loads(out)
+    # Spot first (cheaper): its price comes from "Nvidia L4 GPU attached to Spot
+    # Preemptible VMs running in Americas", the wording a live catalog uses.
     assert [(r["instance_type"], r["zone"], r["market"]) for r in rows] == [
-        ("g2-standard-8", "us-central1-c", "on_demand")
+        ("g2-standard-8", "us-central1-c", "spot"),
+        ("g2-standard-8", "us-central1-c", "on_demand"),
     ]
 
 
