@@ -21,7 +21,7 @@ from cloudgpu.catalog import GpuRegistry, Offer, load_catalog, load_registry
 from cloudgpu.cli.context import App, get_app
 from cloudgpu.cli.offers import reported_offers
 from cloudgpu.errors import ConfigError
-from cloudgpu.planner import OBJECTIVES, Candidate, Plan, StartupHistory
+from cloudgpu.planner import OBJECTIVES, Candidate, Plan, RunHistory, StartupHistory
 from cloudgpu.planner import plan as make_plan
 from cloudgpu.scaffold import job_file_for
 from cloudgpu.spec.model import GpuRequest, JobSpec, Resources
@@ -54,6 +54,7 @@ def candidate_json(c: Candidate) -> dict[str, Any]:
         "startup_hours": _round(c.startup_hours),
         "spot_penalty_hours": _round(c.spot_penalty_hours),
         "tokens_per_s": _round(c.tokens_per_s),
+        "calibration": c.calibration,
         "reason": c.reason,
         "fix": c.fix,
     }
@@ -173,6 +174,8 @@ def _best_notes(best: Candidate) -> list[str]:
             f"{best.staging_hours:.2f}; startup {best.startup_hours:.2f}; spot allowance "
             f"{best.spot_penalty_hours:.2f}"
         )
+    if best.calibration:
+        out.append(f"#1 speed {best.calibration}")
     return out
 
 
@@ -257,6 +260,17 @@ def _history(app: App) -> StartupHistory:
         store.close()
 
 
+def _runs(app: App) -> RunHistory:
+    """The user's measured runs (jobs that reported tokens/s), which correct estimates."""
+    if not app.paths.state_db.exists():
+        return RunHistory()
+    store = app.store()
+    try:
+        return RunHistory.from_store(store)
+    finally:
+        store.close()
+
+
 def _common(func: F) -> F:
     func = click.option(
         "--all",
@@ -312,6 +326,7 @@ def plan_cmd(job_file: str, objective: str, as_json: bool, limit: int, all_rows:
         registry=registry,
         objective=objective,
         history=_history(app),
+        runs=_runs(app),
         data_bytes=local_data_bytes(job),
     )
     emit(result, as_json, limit, all_rows)
@@ -434,7 +449,14 @@ def estimate(
         source="estimate",
         resources=Resources(gpu=gpu_req, spot=spot_text, providers=providers),
     )
-    result = make_plan(job, offers, registry=registry, objective=objective, history=_history(app))
+    result = make_plan(
+        job,
+        offers,
+        registry=registry,
+        objective=objective,
+        history=_history(app),
+        runs=_runs(app),
+    )
     emit(result, as_json, limit, all_rows)
     if gpu and count is not None and not as_json:
         for o in offers:

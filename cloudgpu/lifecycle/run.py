@@ -20,7 +20,7 @@ from pathlib import Path
 
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import JobError, LimitExceeded
-from cloudgpu.lifecycle import billing, states, watch
+from cloudgpu.lifecycle import billing, metrics, states, watch
 from cloudgpu.lifecycle.bootstrap import INSTANCE_ENV, bootstrap
 from cloudgpu.lifecycle.deps import Deps
 from cloudgpu.lifecycle.provision import Provisioned, Retry, provision
@@ -224,7 +224,9 @@ class JobRun:
             "CLOUDGPU_JOB": self.job_id,
             INSTANCE_ENV: got.instance.id,
             "CLOUDGPU_NVME": machine.nvme_path,
+            metrics.METRICS_ENV: metrics.metrics_path(machine),
         }
+        tap = metrics.MetricsTap(self.deps.sink.job_output)  # the job's reported speed
         if self.job.checkpoint:
             env["CLOUDGPU_CHECKPOINT"] = on_instance(machine, self.job.checkpoint)
         for step, command in ((states.SETUP, self.job.setup), (states.RUNNING, self.job.run)):
@@ -236,7 +238,7 @@ class JobRun:
                 command,
                 env=env,
                 stop=self.watcher.stop,
-                on_stdout=self.deps.sink.job_output,
+                on_stdout=tap if step == states.RUNNING else self.deps.sink.job_output,
                 on_stderr=lambda b: self.deps.sink.job_output(b, stderr=True),
             )
             if rc != 0 and step == states.SETUP and not self.watcher.reason:
@@ -245,8 +247,21 @@ class JobRun:
                     exit_code=rc,
                 )
             if step == states.RUNNING:
+                if rc == 0 and not self.watcher.reason:
+                    self._record_speed(machine, got, tap, env[metrics.METRICS_ENV])
                 return rc
         return 0
+
+    def _record_speed(
+        self, machine: Machine, got: Provisioned, tap: metrics.MetricsTap, path: str
+    ) -> None:
+        rec = metrics.record_run(
+            self.deps.store, self.job_id, self.job, got.offer, tap, machine, path, self.deps.clock()
+        )
+        if rec is not None:
+            self.deps.sink.info(
+                f"recorded {rec.tokens_per_s:,.0f} tokens/s ({rec.source}) for plan"
+            )
 
     def _finish(self, rc: int) -> int:
         reason = self.watcher.reason

@@ -2,11 +2,13 @@
 meets its resources, and ranks the candidates by what the whole job will cost.
 
 Public API: :func:`plan` with :class:`Plan` / :class:`Candidate`, :class:`StartupHistory`
-(learned startup times), :func:`parse_workload` and the model table
+(learned startup times), :class:`RunHistory` (the user's measured runs, which correct
+later estimates), :func:`parse_workload` and the model table
 (:func:`lookup_model`, :func:`known_models`). The registry, offers and history are passed
 in; the planner never loads a catalog or opens a store itself.
 """
 
+from cloudgpu.planner.calibrate import Calibration, RunHistory
 from cloudgpu.planner.models import ModelArch, arch_from_params, known_models, lookup_model
 from cloudgpu.planner.overhead import StartupHistory
 from cloudgpu.planner.rank import OBJECTIVES, Candidate, Plan, plan, workload_of
@@ -14,9 +16,11 @@ from cloudgpu.planner.workload import Workload, parse_workload
 
 __all__ = [
     "OBJECTIVES",
+    "Calibration",
     "Candidate",
     "ModelArch",
     "Plan",
+    "RunHistory",
     "StartupHistory",
     "Workload",
     "arch_from_params",

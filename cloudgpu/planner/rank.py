@@ -10,8 +10,12 @@ Objectives:
 - ``hourly``: plain $/hour (what other tools rank by); also what every objective falls
   back to when the job has no workload block to estimate from.
 
+Compute hours are corrected by the user's own measured runs on the same GPU family and
+model size when there are any (cloudgpu.planner.calibrate).
+
 Ties break on $/hour, then the offer's key, so the order is deterministic. The offers,
-the GPU registry and the startup history are passed in; nothing here loads them.
+the GPU registry, the startup history and the measured runs are passed in; nothing here
+loads them.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from cloudgpu.catalog.gpus import GpuRegistry, GpuSpec
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import ConfigError
+from cloudgpu.planner.calibrate import RunHistory
 from cloudgpu.planner.fit import (
     MemoryCache,
     Shape,
@@ -64,6 +69,7 @@ class Candidate:
     startup_hours: float = 0.0
     spot_penalty_hours: float = 0.0
     tokens_per_s: float | None = None  # average over the run, data stalls included
+    calibration: str = ""  # "calibrated from N runs ..." when the user's runs corrected it
 
     @property
     def gpu_count(self) -> int:
@@ -104,6 +110,7 @@ class _Context:
     w: Workload | None
     registry: GpuRegistry
     history: StartupHistory
+    runs: RunHistory
     data_bytes: float
     num_nodes: int
     shapes: dict[tuple[str, float, int, float], ShapeEstimate] = field(default_factory=dict)
@@ -170,7 +177,10 @@ def _costed(ctx: _Context, offer: Offer, est: ShapeEstimate) -> Candidate:
         offer.vcpus,
         w.cpu_samples_per_s,
     )
-    compute = est.hours / max(1e-6, 1.0 - stall)
+    cal = ctx.runs.calibration(w, ctx.spec(offer.gpu), ctx.registry)
+    measured = est.hours / cal.factor if cal is not None else est.hours
+    cand.calibration = cal.describe() if cal is not None else ""
+    compute = measured / max(1e-6, 1.0 - stall)
     startup_s = ctx.history.startup_s(offer.provider)
     spot = 0.0
     if offer.market == "spot":
@@ -242,6 +252,7 @@ def plan(
     registry: GpuRegistry,
     objective: str = "cheapest",
     history: StartupHistory | None = None,
+    runs: RunHistory | None = None,
     data_bytes: int | None = None,
 ) -> Plan:
     """Rank ``offers`` for ``job`` (see module docstring)."""
@@ -249,7 +260,9 @@ def plan(
         raise ConfigError(f"unknown objective '{objective}' (one of {', '.join(OBJECTIVES)})")
     w = workload_of(job)
     size = float(data_bytes) if data_bytes is not None else (w.data_size if w else 0.0)
-    ctx = _Context(w, registry, history or StartupHistory(), size, max(1, job.num_nodes))
+    ctx = _Context(
+        w, registry, history or StartupHistory(), runs or RunHistory(), size, max(1, job.num_nodes)
+    )
     reqs = compile_requirements(job.resources, registry, needs_gpu=w is not None)
     fitting: list[Candidate] = []
     rejected: list[Candidate] = []
