@@ -21,6 +21,14 @@ FLAG_PRICE_PREDATES_CUT = "price_predates_cut"  # AWS P-family price from before
 FLAG_GPU_COUNT_CORRECTED = "gpu_count_corrected"  # table disagreed with documented size
 FLAG_GPU_MEMORY_CORRECTED = "gpu_memory_corrected"
 FLAG_FRACTIONAL_GPU = "fractional_gpu"  # a share of one GPU (Azure NV*as_v4, NV*ads_A10_v5)
+FLAG_STALE = "stale"  # not stored on offers: the catalog decides it from observed_at
+
+# What each price-related flag means, as a report says it next to the price.
+PRICE_FLAG_TEXT = {
+    FLAG_STALE: "stale price",
+    FLAG_SPOT_ABOVE_ON_DEMAND: "spot above on-demand",
+    FLAG_PRICE_PREDATES_CUT: "predates a price cut",
+}
 
 
 def iso_utc(ts: float) -> str:

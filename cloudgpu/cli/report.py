@@ -12,6 +12,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,9 @@ from cloudgpu.planner import OBJECTIVES, StartupHistory, plan
 from cloudgpu.reports.model import Report
 from cloudgpu.reports.offers import offers_report
 from cloudgpu.reports.plan import plan_report
-from cloudgpu.reports.render import FORMATS, render
+from cloudgpu.reports.render import FORMATS, render, to_csv
 from cloudgpu.reports.spend import spend_report
+from cloudgpu.scaffold import job_file_for
 
 F = Callable[..., Any]
 _SUFFIXES = {
@@ -42,6 +44,13 @@ _SUFFIXES = {
 
 
 def output_options(func: F) -> F:
+    func = click.option(
+        "--table",
+        "table",
+        metavar="NAME",
+        help="Only this table (CSV: print it; without it CSV needs --out and writes one "
+        "FILE-NAME.csv per table).",
+    )(func)
     func = click.option(
         "--out",
         "out",
@@ -84,8 +93,31 @@ def write_out(text: str, out: Path | None) -> None:
     click.echo(f"wrote {out} ({len(text.encode()) / 1024:.0f} KiB)", err=True)
 
 
-def emit(report: Report, fmt: str | None, out: Path | None) -> None:
-    write_out(render(report, choose_format(fmt, out)), out)
+def emit(report: Report, fmt: str | None, out: Path | None, table: str | None = None) -> None:
+    """Render and write; CSV is one table per file (pandas.read_csv loads each as is)."""
+    fmt = choose_format(fmt, out)
+    names = [t.id for t in report.tables]
+    if table is not None and table not in names:
+        raise ConfigError(f"--table {table}: this report's tables are {', '.join(names)}")
+    if table is not None:
+        report = replace(
+            report,
+            tables=[report.table(table)],
+            charts=[c for c in report.charts if c.table == table],
+        )
+    if fmt != "csv":
+        write_out(render(report, fmt), out)
+        return
+    if table is not None:
+        write_out(to_csv(report.tables[0]), out)
+        return
+    if out is None:
+        raise ConfigError(
+            "CSV holds one table per file: give --table NAME "
+            f"({', '.join(names)}) or --out FILE.csv (writes FILE-NAME.csv for each)"
+        )
+    for t in report.tables:
+        write_out(to_csv(t), out.with_name(f"{out.stem}-{t.id}{out.suffix or '.csv'}"))
 
 
 def _now_text() -> str:
@@ -114,6 +146,7 @@ def offers_cmd(
     max_price: float | None,
     fmt: str | None,
     out: Path | None,
+    table: str | None,
 ) -> None:
     """$/GPU-hour by GPU and provider (on-demand vs spot) and performance per dollar."""
     app = get_app()
@@ -134,13 +167,15 @@ def offers_cmd(
         for k, v in (("gpu", gpu), ("gpus", gpus), ("market", market), ("max-price", max_price))
         if v
     )
-    emit(offers_report(offers, tflops, _now_text(), f" ({filters})" if filters else ""), fmt, out)
+    note = f" ({filters})" if filters else ""
+    report_ = offers_report(offers, tflops, _now_text(), note, is_stale=catalog.is_stale)
+    emit(report_, fmt, out, table)
 
 
 @report.command("spend")
 @click.option("--since", help="Window like 30d, 12h, 2w, or a date (default: everything).")
 @output_options
-def spend_cmd(since: str | None, fmt: str | None, out: Path | None) -> None:
+def spend_cmd(since: str | None, fmt: str | None, out: Path | None, table: str | None) -> None:
     """What was spent, per job, provider, GPU and day; the rows add up to the total."""
     app = get_app()
     since_ts = parse_since(since, time.time()) if since else None
@@ -149,15 +184,15 @@ def spend_cmd(since: str | None, fmt: str | None, out: Path | None) -> None:
         summary = summarize(store.spend(since=since_ts), since_ts)
     finally:
         store.close()
-    emit(spend_report(summary, str(app.paths.state_db), _now_text()), fmt, out)
+    emit(spend_report(summary, _now_text()), fmt, out, table)
 
 
 @report.command("buy-vs-rent")
 @buyrent_options
 @output_options
-def buy_vs_rent_cmd(fmt: str | None, out: Path | None, **params: Any) -> None:
+def buy_vs_rent_cmd(fmt: str | None, out: Path | None, table: str | None, **params: Any) -> None:
     """The buy-vs-rent analysis with cumulative cost lines and the break-even marked."""
-    emit(report_for(compute(get_app(), params)), fmt, out)
+    emit(report_for(compute(get_app(), params)), fmt, out, table)
 
 
 @report.command("plan")
@@ -170,10 +205,12 @@ def buy_vs_rent_cmd(fmt: str | None, out: Path | None, **params: Any) -> None:
     help="Rank by total cost, speed, or $/hour.",
 )
 @output_options
-def plan_cmd(job_file: str, objective: str, fmt: str | None, out: Path | None) -> None:
+def plan_cmd(
+    job_file: str, objective: str, fmt: str | None, out: Path | None, table: str | None
+) -> None:
     """The machines that fit JOB_FILE, ranked by estimated total cost, with charts."""
     app = get_app()
-    job = app.load_job(job_file)
+    job = app.load_job(job_file_for(job_file, Path.cwd())[0])
     registry = load_registry()
     catalog = load_catalog(app.paths, warn=lambda m: click.echo(f"warning: {m}", err=True))
     history = StartupHistory()
@@ -184,4 +221,4 @@ def plan_cmd(job_file: str, objective: str, fmt: str | None, out: Path | None) -
         finally:
             store.close()
     result = plan(job, catalog.offers, registry=registry, objective=objective, history=history)
-    emit(plan_report(result, job.name or Path(job_file).name, _now_text()), fmt, out)
+    emit(plan_report(result, job.name or Path(job_file).name, _now_text()), fmt, out, table)

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from cloudgpu.catalog.offer import FLAG_PRICE_PREDATES_CUT
 from cloudgpu.costs.defaults import DEFAULTS, SOURCES_DATE, TcoInputs
 from cloudgpu.costs.rent import RentOption
 from cloudgpu.costs.tco import (
@@ -94,8 +95,11 @@ class BuyRentResult:
         steady = [r for r in self.options if r.option.market != "spot"]
         return min(steady or self.options, key=lambda r: r.option.effective_per_gpu_hour)
 
-    def verdict(self) -> str:
-        return verdict_text(self)
+    def verdict(self, caveats: bool = True) -> str:
+        """The answer in one or two sentences; ``caveats`` appends the notes on prices
+        known to be out of date (:func:`price_caveats`)."""
+        text = verdict_text(self)
+        return text + "".join(f" {c}" for c in price_caveats(self)) if caveats else text
 
     def cumulative(self) -> dict[str, list[float]]:
         """Cash spent by month for owning and for each rent option."""
@@ -254,3 +258,20 @@ def verdict_text(result: BuyRentResult) -> str:
             f"interruptions ({beats})."
         )
     return text
+
+
+def price_caveats(result: BuyRentResult) -> list[str]:
+    """A sentence for each option whose price predates a published price cut and would
+    make buying look good: its break-even and payback rest on a price nobody pays now."""
+    out = []
+    for r in result.options:
+        if FLAG_PRICE_PREDATES_CUT not in r.option.flags or r.payback_months is None:
+            continue
+        o = r.option
+        out.append(
+            f"Note: {o.label}'s ${o.price_per_gpu_hour:.2f}/GPU-h predates a published "
+            f"price cut (today's price is lower), so its {pct(r.breakeven_utilization)} "
+            f"break-even and {r.payback_months:.1f}-month payback flatter buying; "
+            f"`cloudgpu catalog refresh --provider {o.provider}` fetches current prices."
+        )
+    return out

@@ -1,7 +1,7 @@
 """The inputs of the buy-versus-rent model: every default with its source, and parsing.
 
-Each input has a default taken from a public source (REFERENCE.md section 6, copied
-here with its source so the project never reads the design notes at run time), a
+Each input has a default with its source written next to it in words a reader can
+look up (a public survey or price list), or says plainly that it is an assumption; a
 ``[buy_vs_rent]`` config key and a ``--flag`` of the same name (dashes for
 underscores). This module validates values and says which are wrong in one line; it
 does no cost arithmetic (cloudgpu.costs.tco) and reads no files.
@@ -40,7 +40,13 @@ DEFAULTS: tuple[Default, ...] = (
         "share of hours busy",
         "assumption (no public source): set your own with --utilization",
     ),
-    Default("years", 4.0, "positive", "years", "depreciation 4 years, range 3-6 (REFERENCE.md s6)"),
+    Default(
+        "years",
+        4.0,
+        "positive",
+        "years",
+        "assumption: GPU servers are commonly depreciated over 3-6 years",
+    ),
     Default(
         "server_price",
         None,
@@ -53,23 +59,23 @@ DEFAULTS: tuple[Default, ...] = (
         70000 / 240000,
         "share",
         "of GPU cost",
-        "8xH100 HGX server with InfiniBand NICs ~$310k vs 8 x $30k GPUs (REFERENCE.md s1)",
+        "street prices 2024-2026: 8xH100 HGX server with InfiniBand ~$310k vs 8 x $30k GPUs",
     ),
     Default(
         "infra_uplift",
         0.15,
         "share",
         "of server price",
-        "~15% for network, storage and install (REFERENCE.md s1)",
+        "assumption: ~15% on top for network, storage and installation",
     ),
     Default(
         "residual",
         0.20,
         "fraction",
         "of server price after the horizon",
-        "20% resale value (REFERENCE.md s6)",
+        "assumption: 20% resale value at the end of the horizon",
     ),
-    Default("cost_of_capital", 0.10, "share", "per year", "10% cost of capital (REFERENCE.md s6)"),
+    Default("cost_of_capital", 0.10, "share", "per year", "assumption: 10% a year cost of capital"),
     Default(
         "kw_max",
         None,
@@ -82,30 +88,42 @@ DEFAULTS: tuple[Default, ...] = (
         10.2 / 5.6,
         "positive",
         "server kW / GPU TDP sum",
-        "8xH100 node draws 10.2 kW max vs 8 x 700 W TDP (REFERENCE.md s1)",
+        "NVIDIA DGX H100 datasheet: 10.2 kW max vs 8 x 700 W GPU TDP",
     ),
-    Default("idle_draw", 0.2, "fraction", "of kW max when idle", "REFERENCE.md s6"),
-    Default("load_draw", 0.8, "fraction", "of kW max under load", "REFERENCE.md s6"),
+    Default("idle_draw", 0.2, "fraction", "of kW max when idle", "assumption: 20% of max"),
+    Default("load_draw", 0.8, "fraction", "of kW max under load", "assumption: 80% of max"),
     Default(
         "pue",
         1.3,
         "pue",
         "facility / IT power",
-        "1.3; hyperscale 1.1-1.2, enterprise 1.5-1.8 (Uptime Institute survey)",
+        "1.3; hyperscale 1.1-1.2, enterprise 1.5-1.8 (Uptime Institute Global Data Center Survey)",
     ),
-    Default("electricity", 0.08, "nonneg", "USD per kWh", "US industrial average (EIA)"),
     Default(
-        "colocation", 184.0, "nonneg", "USD per kW-month", "North America colocation, CBRE H2 2024"
+        "electricity",
+        0.08,
+        "nonneg",
+        "USD per kWh",
+        "US industrial average (U.S. EIA, Electric Power Monthly)",
     ),
-    Default("maintenance", 0.05, "share", "of capex per year", "REFERENCE.md s6"),
+    Default(
+        "colocation",
+        184.0,
+        "nonneg",
+        "USD per kW-month",
+        "North America colocation (CBRE, North America Data Center Trends H2 2024)",
+    ),
+    Default("maintenance", 0.05, "share", "of capex per year", "assumption: 5% of capex a year"),
     Default(
         "staff_per_year",
         200000.0,
         "nonneg",
         "USD per year per team",
-        "~$200k of staff per 64 servers (REFERENCE.md s6)",
+        "assumption: one ~$200k engineer-year per 64 servers",
     ),
-    Default("servers_per_staff", 64.0, "positive", "servers per team", "REFERENCE.md s6"),
+    Default(
+        "servers_per_staff", 64.0, "positive", "servers per team", "assumption (see staff_per_year)"
+    ),
     Default(
         "commit_discount",
         0.0,
@@ -118,7 +136,7 @@ DEFAULTS: tuple[Default, ...] = (
         0.0,
         "nonneg",
         "USD per month",
-        "renter overhead, explicit input (0 compares list prices as REFERENCE.md s6)",
+        "renter overhead, explicit input (0 compares list prices)",
     ),
     Default(
         "egress_month",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from cloudgpu.catalog.offer import Offer
+from cloudgpu.catalog.offer import FLAG_PRICE_PREDATES_CUT, Offer
 from cloudgpu.costs.defaults import TcoInputs
 from cloudgpu.errors import CatalogError
 
@@ -63,12 +63,19 @@ def _option(offer: Offer, market: str, price: float, inputs: TcoInputs) -> RentO
     )
 
 
+def _current_first(o: Offer) -> tuple[bool, float]:
+    """A current price beats one known to predate a published price cut."""
+    return (FLAG_PRICE_PREDATES_CUT in o.flags, o.price_per_hour)
+
+
 def cheapest_per_provider(offers: Iterable[Offer]) -> dict[tuple[str, str], Offer]:
-    """The cheapest offer per (provider, market)."""
+    """The cheapest offer per (provider, market), at current prices where the catalog
+    has them: a price from before a published cut is used only when it is all there is
+    (and then carries its flag into the verdict)."""
     best: dict[tuple[str, str], Offer] = {}
     for o in offers:
         key = (o.provider, o.market)
-        if key not in best or o.price_per_hour < best[key].price_per_hour:
+        if key not in best or _current_first(o) < _current_first(best[key]):
             best[key] = o
     return best
 

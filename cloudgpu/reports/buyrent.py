@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from cloudgpu.catalog.offer import PRICE_FLAG_TEXT
 from cloudgpu.costs.compare import (
     BuyRentResult,
     OptionResult,
     Sensitivity,
     inputs_table,
     owned_breakdown,
+    price_caveats,
 )
 from cloudgpu.costs.defaults import SOURCES_DATE
 from cloudgpu.costs.history import HistoryRow
@@ -35,22 +37,27 @@ def options_table(result: BuyRentResult) -> Table:
             "breakeven_utilization": r.breakeven_utilization,
             "payback_months": r.payback_months,
             "rent_cost_per_year": r.rent_cost_yr,
-            "flags": ", ".join(f.replace("_", " ") for f in r.option.flags),
+            "price_flags": ", ".join(
+                PRICE_FLAG_TEXT[f] for f in r.option.flags if f in PRICE_FLAG_TEXT
+            ),
+            "flags": ", ".join(
+                f.replace("_", " ") for f in r.option.flags if f not in PRICE_FLAG_TEXT
+            ),
         }
         for r in result.options
     ]
-    cols = [
-        Column("label", "Option"),
+    cols = [  # "label" (provider + market) stays in the rows for the chart
         Column("provider", "Provider"),
         Column("market", "Market"),
         Column("instance_type", "Instance"),
         Column("region", "Region"),
         Column("price_per_gpu_hour", "$/GPU-h", "usd"),
+        Column("price_flags", "Price flags", attach=True),
         Column("effective_per_gpu_hour", "$/busy GPU-h", "usd"),
         Column("breakeven_utilization", "Buy above", "pct"),
         Column("payback_months", "Payback (months)", "months"),
         Column("rent_cost_per_year", "Rent per year", "usd0"),
-        Column("flags", "Catalog flags"),
+        Column("flags", "Catalog notes"),
     ]
     note = (
         "Buy above: the utilization from which owning is cheaper (n/a: renting is "
@@ -213,6 +220,8 @@ def buyrent_report(
             "options",
             x="label",
             series=["breakeven_utilization"],
+            x_title="Break-even utilization (% of hours busy)",
+            y_title="Rent option (provider, market)",
             caption="Buying is cheaper above the bar; renting below it.",
             missing_text="n/a: renting is cheaper even at 100% utilization",
         ),
@@ -223,8 +232,8 @@ def buyrent_report(
             "cumulative",
             x="month",
             series=series,
-            x_title="Months",
-            y_title="Cumulative USD",
+            x_title="Time (months)",
+            y_title="Cumulative cost (USD)",
             marks=_marks(result),
             caption="Owning is the dashed line; circles mark "
             "where it becomes cheaper than renting.",
@@ -233,7 +242,7 @@ def buyrent_report(
     return Report(
         title=f"Buy vs rent: {hw.gpus}x {hw.gpu} at {result.utilization:.0%} utilization "
         f"over {result.inputs.years:g} years",
-        summary=[result.verdict(), _owned_line(result)],
+        summary=[result.verdict(caveats=False), *price_caveats(result), _owned_line(result)],
         kind="buy-vs-rent",
         source=f"rent: {catalog_source}; owning: sourced defaults of {SOURCES_DATE} (inputs table)",
         data_date=catalog_date,

@@ -30,9 +30,13 @@ MISSING = "n/a"
 
 @dataclass(frozen=True)
 class Column:
+    """``attach``: shown inside the cell before it (a price's flags beside the price) in
+    HTML, Markdown and text; CSV and JSON keep it as its own column."""
+
     key: str
     title: str
     kind: str = "text"
+    attach: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -50,6 +54,16 @@ class Table:
     def column(self, key: str) -> Column:
         return next(c for c in self.columns if c.key == key)
 
+    def shown(self) -> list[tuple[Column, list[Column]]]:
+        """The columns a reader sees, each with the attached columns it carries."""
+        out: list[tuple[Column, list[Column]]] = []
+        for c in self.columns:
+            if c.attach and out:
+                out[-1][1].append(c)
+            else:
+                out.append((c, []))
+        return out
+
     def values(self, key: str) -> list[Any]:
         return [row.get(key) for row in self.rows]
 
@@ -62,7 +76,9 @@ class Chart:
     ``group``, one series per distinct value of that column). scatter: ``x``/``y``
     numeric columns, ``group`` colours points, ``label`` names them. lines: ``x`` is
     numeric and every ``series`` column a line; ``marks`` are (x, y, text) points to
-    highlight, such as break-even crossings.
+    highlight, such as break-even crossings. ``x_title``/``y_title`` name the horizontal
+    and vertical axes as drawn (for horizontal bars: values across, categories down),
+    with the unit in the title.
     """
 
     id: str
@@ -79,6 +95,11 @@ class Chart:
     marks: list[tuple[float, float, str]] = field(default_factory=list)
     caption: str = ""
     missing_text: str = "n/a"  # shown in a bar chart's row that has no value at all
+
+    def __post_init__(self) -> None:
+        # A chart a reader cannot decode is a bug: both axes are named, values with units.
+        if not (self.x_title and self.y_title):
+            raise ValueError(f"chart {self.id}: x_title and y_title are required")
 
 
 @dataclass

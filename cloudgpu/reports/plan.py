@@ -26,7 +26,7 @@ def _row(rank: int, c: Candidate) -> dict[str, Any]:
         "label": f"#{rank} {o.provider} {o.instance_type}",
         "provider": o.provider,
         "instance_type": o.instance_type,
-        "region": o.region,
+        "region": f"{o.region}/{o.zone}" if o.zone else o.region,
         "market": o.market,
         "gpu": o.gpu,
         "gpus": c.gpu_count,
@@ -41,12 +41,11 @@ def _row(rank: int, c: Candidate) -> dict[str, Any]:
 
 def candidates_table(p: Plan) -> Table:
     rows = [_row(i, c) for i, c in enumerate(p.candidates[:MAX_CANDIDATES], start=1)]
-    cols = [
+    cols = [  # "label" stays in the rows for the charts; #, provider and instance say it
         Column("rank", "#", "int"),
-        Column("label", "Candidate"),
         Column("provider", "Provider"),
         Column("instance_type", "Instance"),
-        Column("region", "Region"),
+        Column("region", "Region/zone"),
         Column("market", "Market"),
         Column("gpu", "GPU"),
         Column("gpus", "GPUs", "int"),
@@ -67,6 +66,8 @@ def rejected_table(p: Plan) -> Table:
         {
             "provider": c.offer.provider,
             "instance_type": c.offer.instance_type,
+            "region": f"{c.offer.region}/{c.offer.zone}" if c.offer.zone else c.offer.region,
+            "market": c.offer.market,
             "gpu": c.offer.gpu,
             "gpus": c.gpu_count,
             "price_per_hour": c.price_per_hour,
@@ -78,6 +79,8 @@ def rejected_table(p: Plan) -> Table:
     cols = [
         Column("provider", "Provider"),
         Column("instance_type", "Instance"),
+        Column("region", "Region/zone"),
+        Column("market", "Market"),
         Column("gpu", "GPU"),
         Column("gpus", "GPUs", "int"),
         Column("price_per_hour", "$/h", "usd"),
@@ -117,6 +120,8 @@ def plan_report(p: Plan, job_name: str, generated_at: str) -> Report:
             "candidates",
             x="label",
             series=[value],
+            x_title="Estimated job cost (USD)" if costed else "Price (USD per hour)",
+            y_title="Candidate (rank, provider, instance)",
         )
     ]
     if costed:
@@ -130,7 +135,7 @@ def plan_report(p: Plan, job_name: str, generated_at: str) -> Report:
                 y="est_cost",
                 group="market",
                 label="label",
-                x_title="Estimated hours",
+                x_title="Estimated time (hours)",
                 y_title="Estimated job cost (USD)",
                 caption="Down and to the left is cheaper and sooner.",
             )

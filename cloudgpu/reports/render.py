@@ -14,7 +14,7 @@ import json
 from html import escape
 from typing import Any
 
-from cloudgpu.reports.model import Report, Table, format_cell, table_data
+from cloudgpu.reports.model import Column, Report, Table, format_cell, table_data
 from cloudgpu.reports.svg import render_chart
 
 FORMATS = ("html", "md", "csv", "json")
@@ -22,7 +22,7 @@ FORMATS = ("html", "md", "csv", "json")
 _CSS = """
 :root { color-scheme: light; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
-  color: #1b1b1b; background: #fff; max-width: 1100px; margin: 0 auto; padding: 24px; }
+  color: #1b1b1b; background: #fff; max-width: 1200px; margin: 0 auto; padding: 24px; }
 h1 { font-size: 22px; margin: 0 0 6px; }
 h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
 .meta { color: #555; font-size: 12px; margin-bottom: 14px; }
@@ -32,12 +32,17 @@ h2 { font-size: 17px; margin: 28px 0 8px; border-bottom: 1px solid #ddd; padding
 figure { margin: 12px 0 18px; break-inside: avoid; }
 figcaption { font-weight: 600; margin-bottom: 4px; }
 figure .caption { color: #555; font-size: 12px; }
-.scroll { overflow-x: auto; }
-table { border-collapse: collapse; font-size: 12.5px; margin: 6px 0 10px; }
-th, td { padding: 3px 9px; border-bottom: 1px solid #e4e4e4; text-align: left;
-  white-space: nowrap; }
-th { background: #f5f5f5; position: sticky; top: 0; }
+.scroll { overflow-x: auto; max-width: 100%; }
+table { border-collapse: collapse; font-size: 12.5px; margin: 6px 0 10px; max-width: 100%; }
+th, td { padding: 3px 7px; border-bottom: 1px solid #e4e4e4; text-align: left;
+  vertical-align: top; }
+td.t { overflow-wrap: break-word; }
+th { background: #f5f5f5; position: sticky; top: 0; font-weight: 600; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
+td.n { white-space: nowrap; }
+.flag { display: inline-block; margin-left: 4px; padding: 0 4px; border-radius: 3px;
+  background: #fde8d0; color: #7a3b00; font-size: 11px; white-space: nowrap; }
+figure svg { max-width: 100%; height: auto; }
 .note { color: #555; font-size: 12px; }
 footer { color: #666; font-size: 11px; margin-top: 30px; border-top: 1px solid #ddd;
   padding-top: 8px; }
@@ -62,31 +67,43 @@ def render(report: Report, fmt: str) -> str:
         return to_html(report)
     if fmt == "md":
         return to_markdown(report)
-    if fmt == "csv":
-        return to_csv(report)
+    if fmt == "csv":  # one table per file: the caller picks the table (csv_tables)
+        raise ValueError("CSV is one table per file: render each with to_csv(table)")
     if fmt == "json":
         return to_json(report)
     raise ValueError(f"unknown format {fmt!r}")
 
 
+def _cls(c: Column) -> str:
+    return "n" if c.kind in _NUMERIC else "t"
+
+
+def _flags(row: dict[str, Any], attached: list[Column]) -> list[str]:
+    return [str(row[a.key]) for a in attached if row.get(a.key)]
+
+
 def _html_table(table: Table) -> str:
-    head = "".join(
-        f'<th class="{"n" if c.kind in _NUMERIC else "t"}">{escape(c.title)}</th>'
-        for c in table.columns
-    )
+    shown = table.shown()
+    head = "".join(f'<th class="{_cls(c)}">{escape(c.title)}</th>' for c, _ in shown)
     body = []
     for row in table.rows:
-        cells = "".join(
-            f'<td class="{"n" if c.kind in _NUMERIC else "t"}">'
-            f"{escape(format_cell(row.get(c.key), c.kind))}</td>"
-            for c in table.columns
-        )
-        body.append(f"<tr>{cells}</tr>")
+        cells = []
+        for c, attached in shown:
+            flags = "".join(f'<span class="flag">{escape(f)}</span>' for f in _flags(row, attached))
+            value = escape(format_cell(row.get(c.key), c.kind))
+            cells.append(f'<td class="{_cls(c)}">{value}{flags}</td>')
+        body.append(f"<tr>{''.join(cells)}</tr>")
     note = f'<p class="note">{escape(table.note)}</p>' if table.note else ""
     return (
         f'<div class="scroll"><table id="table-{escape(table.id)}"><thead><tr>{head}'
         f"</tr></thead><tbody>{''.join(body)}</tbody></table></div>{note}"
     )
+
+
+def cell_text(row: dict[str, Any], column: Column, attached: list[Column]) -> str:
+    """A cell as plain text (Markdown, terminal): the value, then its flags in brackets."""
+    text = format_cell(row.get(column.key), column.kind)
+    return text + "".join(f" [{f}]" for f in _flags(row, attached))
 
 
 def to_html(report: Report) -> str:
@@ -138,13 +155,12 @@ def to_markdown(report: Report) -> str:
     if report.summary:
         out[-1] = ""
     for table in report.tables:
+        shown = table.shown()
         out.extend([f"## {table.title}", ""])
-        out.append("| " + " | ".join(_md_cell(c.title) for c in table.columns) + " |")
-        out.append(
-            "|" + "|".join("---:" if c.kind in _NUMERIC else "---" for c in table.columns) + "|"
-        )
+        out.append("| " + " | ".join(_md_cell(c.title) for c, _ in shown) + " |")
+        out.append("|" + "|".join("---:" if c.kind in _NUMERIC else "---" for c, _ in shown) + "|")
         for row in table.rows:
-            cells = (_md_cell(format_cell(row.get(c.key), c.kind)) for c in table.columns)
+            cells = (_md_cell(cell_text(row, c, a)) for c, a in shown)
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
         if table.note:
@@ -152,17 +168,14 @@ def to_markdown(report: Report) -> str:
     return "\n".join(out)
 
 
-def to_csv(report: Report) -> str:
-    """Every table in turn: a title row, a header row of keys, the rows, a blank line."""
+def to_csv(table: Table) -> str:
+    """One table as plain CSV: a header row of column keys, then the rows, values
+    unformatted (what pandas.read_csv and spreadsheets load without options)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow([f"# {report.title}", f"source: {report.source}", f"observed: {report.data_date}"])
-    for table in report.tables:
-        w.writerow([])
-        w.writerow([f"## {table.id}", table.title])
-        w.writerow([c.key for c in table.columns])
-        for row in table_data(table):
-            w.writerow(["" if v is None else v for v in row.values()])
+    w.writerow([c.key for c in table.columns])
+    for row in table_data(table):
+        w.writerow(["" if v is None else v for v in row.values()])
     return buf.getvalue()
 
 
@@ -203,15 +216,16 @@ def to_json(report: Report) -> str:
 
 def text_table(table: Table, width: int = 0) -> str:
     """A table as aligned plain text for the terminal (same cell text as the HTML)."""
-    head = [c.title for c in table.columns]
-    body = [[format_cell(row.get(c.key), c.kind) for c in table.columns] for row in table.rows]
+    shown = table.shown()
+    head = [c.title for c, _ in shown]
+    body = [[cell_text(row, c, a) for c, a in shown] for row in table.rows]
     widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
     if width:
         widths = [min(w, width) for w in widths]
 
     def line(cells: list[str]) -> str:
         out = []
-        for c, cell, w in zip(table.columns, cells, widths, strict=True):
+        for (c, _), cell, w in zip(shown, cells, widths, strict=True):
             cell = cell if len(cell) <= w else cell[: w - 1] + "…"
             out.append(cell.rjust(w) if c.kind in _NUMERIC else cell.ljust(w))
         return "  ".join(out).rstrip()

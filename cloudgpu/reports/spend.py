@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from cloudgpu.costs.spend import SpendGroup, SpendSummary, gpu_hours
-from cloudgpu.reports.model import Chart, Column, Report, Table
+from cloudgpu.reports.model import Chart, Column, Report, Table, format_cell
 
 
 def _iso(ts: float) -> str:
@@ -92,20 +92,20 @@ def _records_table(s: SpendSummary) -> Table:
     )
 
 
-def spend_report(s: SpendSummary, store_path: str, generated_at: str) -> Report:
+def spend_report(s: SpendSummary, generated_at: str) -> Report:
     first = min(r.started_at for r in s.records)
     last = max(r.ended_at for r in s.records)
     window = "all recorded history" if s.since is None else f"since {_iso(s.since)} UTC"
+    # The headline shows each number exactly as the tables do (same cell formatting).
     summary = [
-        f"Spent ${s.total:,.2f} on {len(s.records)} instances "
-        f"({s.gpu_hours:,.1f} GPU-hours) across {len(s.by_job)} jobs, {window}.",
+        f"Spent {format_cell(s.total, 'cents')} on {len(s.records)} instances "
+        f"({format_cell(s.gpu_hours, 'num')} GPU-hours) across {len(s.by_job)} jobs, "
+        f"{window}.",
     ]
     if s.by_provider:
         top = s.by_provider[0]
-        summary.append(
-            f"Largest: {top.key}, ${top.cost:,.2f} "
-            f"({top.cents / max(s.total_cents, 1):.0%} of the total)."
-        )
+        share = format_cell(top.cents / max(s.total_cents, 1), "pct")
+        summary.append(f"Largest: {top.key}, {format_cell(top.cost, 'cents')} ({share} of it).")
     totals = Table(
         "total",
         "Total",
@@ -133,12 +133,14 @@ def spend_report(s: SpendSummary, store_path: str, generated_at: str) -> Report:
             x="day",
             y="cost",
             group="series",
+            x_title="Day (UTC)",
+            y_title="Spend (USD)",
         )
     ]
     return Report(
         title="GPU spend",
         summary=summary,
-        source=f"cloudgpu state store ({store_path})",
+        source="the instances cloudgpu ran, as it recorded them (rate at launch x billed time)",
         data_date=f"{_iso(first)} to {_iso(last)} UTC",
         generated_at=generated_at,
         tables=tables,

@@ -94,6 +94,33 @@ def _shift(body: str, rows: int, height: float) -> tuple[str, float]:
     return f'<g transform="translate(0 {extra})">{body}</g>', height + extra
 
 
+def _axis_title(x: float, y: float, text: str, *, vertical: bool = False) -> str:
+    """An axis's name with its unit; class axis-title lets tests find every one."""
+    place = (
+        f'transform="translate({x:.0f} {y:.0f}) rotate(-90)"'
+        if vertical
+        else (f'x="{x:.0f}" y="{y:.0f}"')
+    )
+    return (
+        f'<text class="axis-title" {place} text-anchor="middle" font-weight="bold">'
+        f"{escape(text)}</text>"
+    )
+
+
+def _text_width(text: str, size: float = 11.0) -> float:
+    """Width of ``text`` in the chart's sans-serif font, erring wide (0.62 em per
+    character; capitals and digits run about 0.6)."""
+    return 0.62 * size * len(text)
+
+
+def fit_text(text: str, width: float, size: float = 11.0) -> str:
+    """``text`` shortened with an ellipsis to fit ``width`` pixels."""
+    if _text_width(text, size) <= width:
+        return text
+    keep = max(int(width / (0.6 * size)) - 1, 1)
+    return text[:keep] + "…"
+
+
 def _svg(height: float, body: str, title: str) -> str:
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height:.0f}" '
@@ -142,24 +169,29 @@ def hbars(chart: Chart, table: Table) -> str:
     if not flat:
         return _empty(chart.title)
     kind = table.column(chart.series[0] if chart.series else chart.y).kind
-    left, right, top, bar = 190.0, 70.0, 34.0, 9.0
+    longest = max((_text_width(c) for c in cats), default=0.0)
+    left, right, top, bar = min(max(120.0, longest + 14), 260.0), 70.0, 50.0, 9.0
     band = bar * len(names) + 8
     ticks = nice_ticks(0.0, max(flat))
     scale = (WIDTH - left - right) / ticks[-1]
-    height = top + band * len(cats) + 30
-    out: list[str] = []
+    height = top + band * len(cats) + 48
+    out: list[str] = [  # the category axis is named above its labels, from the left edge
+        f'<text class="axis-title" x="10" y="{top - 10:.0f}" font-weight="bold">'
+        f"{escape(fit_text(chart.y_title, WIDTH - 20))}</text>",
+        _axis_title((left + WIDTH - right) / 2, height - 4, chart.x_title),
+    ]
     for t in ticks:
         x = left + t * scale
         out.append(
-            f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{height - 26:.0f}" '
-            f'stroke="#ddd"/><text x="{x:.1f}" y="{height - 12:.0f}" '
+            f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{height - 44:.0f}" '
+            f'stroke="#ddd"/><text x="{x:.1f}" y="{height - 30:.0f}" '
             f'text-anchor="middle">{escape(tick_label(t, kind))}</text>'
         )
     for i, (cat, row) in enumerate(zip(cats, values, strict=True)):
         y0 = top + i * band
         out.append(
-            f'<text x="{left - 6}" y="{y0 + band / 2 + 3:.1f}" '
-            f'text-anchor="end">{escape(cat)}</text>'
+            f'<text x="{left - 6}" y="{y0 + band / 2 + 3:.1f}" text-anchor="end">'
+            f"<title>{escape(cat)}</title>{escape(fit_text(cat, left - 12))}</text>"
         )
         if all(v is None for v in row):
             out.append(
@@ -187,11 +219,14 @@ def stacked(chart: Chart, table: Table) -> str:
     if not cats or max(totals) <= 0:
         return _empty(chart.title)
     kind = table.column(chart.y or chart.series[0]).kind
-    left, bottom, top, height = 70.0, 40.0, 30.0, 300.0
+    left, bottom, top, height = 84.0, 48.0, 30.0, 310.0
     ticks = nice_ticks(0.0, max(totals))
     scale = (height - top - bottom) / ticks[-1]
     slot = (WIDTH - left - 10) / len(cats)
-    out: list[str] = []
+    out: list[str] = [
+        _axis_title(16, (top + height - bottom) / 2, chart.y_title, vertical=True),
+        _axis_title((left + WIDTH - 10) / 2, height - 6, chart.x_title),
+    ]
     for t in ticks:
         y = height - bottom - t * scale
         out.append(
@@ -199,7 +234,9 @@ def stacked(chart: Chart, table: Table) -> str:
             f'stroke="#ddd"/><text x="{left - 4}" y="{y + 3:.1f}" '
             f'text-anchor="end">{escape(tick_label(t, kind))}</text>'
         )
-    every = max(1, math.ceil(len(cats) / 12))  # keep axis labels legible
+    # Label every n-th bar so labels never touch: as many as their widths allow.
+    widest = max(_text_width(c) for c in cats) + 8
+    every = max(1, math.ceil(widest / slot))
     for i, (cat, row) in enumerate(zip(cats, values, strict=True)):
         x, base = left + i * slot + slot * 0.1, height - bottom
         for j, v in enumerate(row):
@@ -245,13 +282,44 @@ def _axes(
             f'<text x="{left - 4}" y="{y + 3:.1f}" text-anchor="end">'
             f"{escape(tick_label(t, kinds[1]))}</text>"
         )
-    out.append(
-        f'<text x="{(left + right) / 2:.0f}" y="{bottom + 30}" text-anchor="middle" '
-        f'font-weight="bold">{escape(titles[0])}</text>'
-        f'<text transform="translate(14 {(top + bottom) / 2:.0f}) rotate(-90)" '
-        f'text-anchor="middle" font-weight="bold">{escape(titles[1])}</text>'
-    )
+    out.append(_axis_title((left + right) / 2, bottom + 32, titles[0]))
+    out.append(_axis_title(16, (top + bottom) / 2, titles[1], vertical=True))
     return "".join(out)
+
+
+Box = tuple[float, float, float, float]  # x0, y0, x1, y1
+
+
+class LabelPlacer:
+    """Puts point labels where they overlap neither each other nor a point, inside the
+    plot: right of the point, then left, above, below. A label that fits nowhere is
+    left out (its point keeps a tooltip, and the table beside the chart names it)."""
+
+    def __init__(self, bounds: Box, points: Sequence[tuple[float, float]], size: float) -> None:
+        self.bounds = bounds
+        self.size = size
+        self.taken: list[Box] = [(x - 4, y - 4, x + 4, y + 4) for x, y in points]
+
+    def _free(self, box: Box) -> bool:
+        x0, y0, x1, y1 = box
+        bx0, by0, bx1, by1 = self.bounds
+        if x0 < bx0 or x1 > bx1 or y0 < by0 or y1 > by1:
+            return False
+        return all(x1 <= a0 or x0 >= a1 or y1 <= b0 or y0 >= b1 for a0, b0, a1, b1 in self.taken)
+
+    def place(self, cx: float, cy: float, text: str, extra: str = "") -> str:
+        w, h = _text_width(text, self.size), self.size
+        for x, y in ((cx + 7, cy + h / 3), (cx - 7 - w, cy + h / 3), (cx - w / 2, cy - 7),
+                     (cx - w / 2, cy + 7 + h)):  # fmt: skip
+            box = (x - 2, y - h * 0.9, x + w + 2, y + h * 0.3)  # a little air around it
+            if self._free(box):
+                self.taken.append(box)
+                return (  # a white halo keeps the label legible over grid and lines
+                    f'<text class="point-label" x="{x:.1f}" y="{y:.1f}" '
+                    f'font-size="{self.size:g}" stroke="#fff" stroke-width="3" '
+                    f'paint-order="stroke"{extra}>{escape(text)}</text>'
+                )
+        return ""
 
 
 def scatter(chart: Chart, table: Table) -> str:
@@ -276,14 +344,19 @@ def scatter(chart: Chart, table: Table) -> str:
     out = [_axes(xt, yt, box, kinds, (chart.x_title, chart.y_title))]
     sx = (box[2] - box[0]) / xt[-1]
     sy = (box[3] - box[1]) / yt[-1]
-    for x, y, g, lab in pts2:
-        cx, cy = box[0] + x * sx, box[3] - y * sy
+    where = [(box[0] + x * sx, box[3] - y * sy) for x, y, _, _ in pts2]
+    labels = LabelPlacer((box[0], 0.0, WIDTH - 2.0, box[3]), where, 9.0)
+    # Cheapest first: when labels crowd, the points a reader looks for keep theirs.
+    order = sorted(range(len(pts2)), key=lambda i: pts2[i][0])
+    for i in order:
+        x, y, g, lab = pts2[i]
+        cx, cy = where[i]
+        tip = f"{lab}: {format_cell(x, kinds[0])}, {format_cell(y, kinds[1])}"
         out.append(
             f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="{color(groups.index(g))}" '
-            f'fill-opacity="0.8"><title>{escape(lab)}: {escape(format_cell(x, kinds[0]))}'
-            f"</title></circle>"
-            f'<text x="{cx + 6:.1f}" y="{cy - 4:.1f}" font-size="9">{escape(lab)}</text>'
+            f'fill-opacity="0.8"><title>{escape(tip)}</title></circle>'
         )
+        out.append(labels.place(cx, cy, lab))
     return _framed(names, 370, out, chart.title)
 
 
@@ -310,13 +383,14 @@ def lines(chart: Chart, table: Table) -> str:
         out.append(
             f'<polyline points="{pts}" fill="none" stroke="{color(i)}" stroke-width="2"{dash}/>'
         )
-    for x, y, text in chart.marks:
-        cx, cy = box[0] + x * sx, box[3] - y * sy
+    where = [(box[0] + x * sx, box[3] - y * sy) for x, y, _ in chart.marks]
+    labels = LabelPlacer((box[0], box[1], WIDTH - 2.0, box[3]), where, 10.0)
+    for (cx, cy), (_, _, text) in zip(where, chart.marks, strict=True):
         out.append(
             f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill="none" stroke="#000" '
-            f'stroke-width="1.5"/><text x="{cx + 7:.1f}" y="{cy + 14:.1f}" '
-            f'font-size="10" font-weight="bold">{escape(text)}</text>'
+            f'stroke-width="1.5"><title>{escape(text)}</title></circle>'
         )
+        out.append(labels.place(cx, cy, text, ' font-weight="bold"'))
     return _framed(names, 370, out, chart.title)
 
 

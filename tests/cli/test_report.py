@@ -3,6 +3,7 @@ subprocess), against hand-made offers in the catalog cache and a real Store file
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ from click.testing import CliRunner
 
 from cloudgpu.catalog import write_cache
 from cloudgpu.cli import cli
+from cloudgpu.errors import ConfigError
 from cloudgpu.paths import Paths
 from cloudgpu.state.store import Store
 from tests.costs.helpers import spend
@@ -65,7 +67,7 @@ def invoke(*args: str) -> str:
 
 
 def test_offers_report_all_formats(catalog: Paths, tmp_path: Path) -> None:
-    for fmt in ("html", "md", "csv", "json"):
+    for fmt in ("html", "md", "json"):
         out = tmp_path / f"offers.{fmt}"
         invoke("report", "offers", *ONLY, "--out", str(out))  # format from the suffix
         assert out.stat().st_size > 500
@@ -75,7 +77,28 @@ def test_offers_report_all_formats(catalog: Paths, tmp_path: Path) -> None:
     assert prices[("H100-SXM", "aws")]["spot"] == 3.1
     html = (tmp_path / "offers.html").read_text()
     assert "$6.88" in html and "test:hand-made" in html and "<svg" in html
-    assert "| H100-SXM · aws | H100-SXM | aws | $6.88 |" in (tmp_path / "offers.md").read_text()
+    assert "| H100-SXM | aws | $6.88 |" in (tmp_path / "offers.md").read_text()
+
+
+def test_csv_is_one_table_per_file_that_pandas_loads(catalog: Paths, tmp_path: Path) -> None:
+    import pandas as pd
+
+    out = tmp_path / "offers.csv"
+    text = invoke("report", "offers", *ONLY, "--out", str(out))
+    files = sorted(p.name for p in tmp_path.glob("offers-*.csv"))
+    assert files == ["offers-offers.csv", "offers-prices.csv", "offers-value.csv"], text
+    prices = pd.read_csv(tmp_path / "offers-prices.csv")
+    aws = prices[(prices.gpu == "H100-SXM") & (prices.provider == "aws")].iloc[0]
+    assert aws.on_demand == 6.88 and aws.spot == 3.1
+    offers = pd.read_csv(tmp_path / "offers-offers.csv")
+    assert {"zone", "price_per_gpu_hour", "price_flags"} <= set(offers.columns)
+    one = invoke("report", "offers", *ONLY, "--format", "csv", "--table", "value")
+    assert pd.read_csv(io.StringIO(one)).columns[0] == "gpu"
+    res = CliRunner().invoke(cli, ["report", "offers", *ONLY, "--format", "csv"])
+    assert isinstance(res.exception, ConfigError)
+    assert "--table NAME (prices, value, offers)" in str(res.exception)
+    res = CliRunner().invoke(cli, ["report", "offers", *ONLY, "--table", "nope"])
+    assert isinstance(res.exception, ConfigError) and "tables are prices" in str(res.exception)
 
 
 def test_offers_report_filters(catalog: Paths) -> None:

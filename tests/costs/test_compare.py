@@ -111,3 +111,30 @@ def test_cumulative_lines_span_horizon() -> None:
     assert set(lines) >= {"own", "aws on-demand", "runpod spot"}
     assert all(len(v) == 37 for v in lines.values())
     assert lines["own"][0] == pytest.approx(r.cost.capex)
+
+
+def test_a_price_from_before_a_cut_is_used_only_when_nothing_newer_and_said_so() -> None:
+    from dataclasses import replace
+
+    from cloudgpu.catalog.offer import FLAG_PRICE_PREDATES_CUT
+    from cloudgpu.costs import analyse, hardware_for, rent_options
+
+    inputs = TcoInputs(utilization=0.6)
+    hw = hardware_for("H100-SXM", 8, 30000.0, 700.0, inputs)
+    old = replace(
+        offer("aws", 12.29, instance_type="p5.48xlarge"), flags=(FLAG_PRICE_PREDATES_CUT,)
+    )
+    current = offer("aws", 6.88, instance_type="p5.48xlarge", region="us-west-2")
+    pricier_current = replace(current, price_per_hour=13.0 * 8)
+    # A current price wins over an older one, even when the older one is lower.
+    cheap_old = replace(old, price_per_hour=5.0 * 8)
+    (picked,) = rent_options([cheap_old, pricier_current], "H100-SXM", 8, inputs)
+    assert picked.price_per_gpu_hour == 13.0 and not picked.flags
+    # Only the old price known: used, and the verdict says what it rests on.
+    result = analyse(hw, inputs, rent_options([old], "H100-SXM", 8, inputs))
+    text = result.verdict()
+    assert "aws on-demand's $12.29/GPU-h predates a published price cut" in text
+    assert "`cloudgpu catalog refresh --provider aws`" in text
+    assert "predates" not in result.verdict(caveats=False)
+    result = analyse(hw, inputs, rent_options([current], "H100-SXM", 8, inputs))
+    assert "predates" not in result.verdict()

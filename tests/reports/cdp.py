@@ -125,6 +125,7 @@ class PageLoad:
     errors: list[str] = field(default_factory=list)  # console errors, exceptions, log errors
     screenshot: Path | None = None
     title: str = ""
+    value: Any = None  # what ``evaluate`` returned (JSON-able)
 
 
 class Chromium:
@@ -185,6 +186,7 @@ class Chromium:
         settle_s: float = 1.0,
         width: int = 1280,
         height: int = 900,
+        evaluate: str | None = None,
     ) -> PageLoad:
         ws = self._new_page()
         events: list[dict[str, Any]] = []
@@ -205,6 +207,13 @@ class Chromium:
             result = PageLoad()
             title = self._call(ws, "Runtime.evaluate", events, expression="document.title")
             result.title = str(title.get("result", {}).get("value", ""))
+            if evaluate is not None:  # DevTools runs it, so the page's CSP does not apply
+                got = self._call(
+                    ws, "Runtime.evaluate", events, expression=evaluate, returnByValue=True
+                )
+                if "exceptionDetails" in got:
+                    raise RuntimeError(f"evaluate: {got['exceptionDetails'].get('text')}")
+                result.value = got.get("result", {}).get("value")
             if screenshot is not None:
                 shot = self._call(
                     ws, "Page.captureScreenshot", events, format="png", captureBeyondViewport=True

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from cloudgpu.catalog import load_catalog, load_registry
 from cloudgpu.costs import TcoInputs, analyse, hardware_for, history_rows, rent_options
 from cloudgpu.costs.spend import summarize
+from cloudgpu.paths import default_paths
+from cloudgpu.planner import plan
 from cloudgpu.reports.buyrent import buyrent_report
 from cloudgpu.reports.model import Report
 from cloudgpu.reports.offers import offers_report
+from cloudgpu.reports.plan import plan_report
 from cloudgpu.reports.spend import spend_report
+from cloudgpu.spec import load_job
 from tests.costs.helpers import REFERENCE_OFFERS, offer, spend
 
 T0 = 1_764_547_200.0  # 2025-12-01T00:00:00Z
@@ -74,4 +81,24 @@ def offers_sample() -> Report:
 
 
 def spend_sample() -> Report:
-    return spend_report(summarize(SPEND, None, now=T0 + 10 * 86400), "state.db", GENERATED)
+    return spend_report(summarize(SPEND, None, now=T0 + 10 * 86400), GENERATED)
+
+
+def _bundled_catalog():  # type: ignore[no-untyped-def]
+    """The bundled snapshot only (no cache of any home can leak in)."""
+    return load_catalog(default_paths({"CLOUDGPU_HOME": "/nonexistent-cloudgpu"}), warn=None)
+
+
+def crowded_offers_sample() -> Report:
+    """Every GPU of the bundled catalog: long labels, dozens of close scatter points."""
+    catalog = _bundled_catalog()
+    registry = load_registry()
+    tflops = {s.name: s.bf16_tflops for s in registry.all() if s.bf16_tflops}
+    return offers_report(catalog.offers, tflops, GENERATED, is_stale=catalog.is_stale)
+
+
+def plan_sample() -> Report:
+    """The finetune template planned over the bundled catalog (a wide candidates table)."""
+    job = load_job(Path(__file__).resolve().parents[2] / "templates" / "finetune.yaml")
+    result = plan(job, _bundled_catalog().offers, registry=load_registry())
+    return plan_report(result, job.name, GENERATED)

@@ -15,9 +15,15 @@ import pytest
 from cloudgpu.costs import TcoInputs, analyse, hardware_for, rent_options
 from cloudgpu.reports.buyrent import buyrent_report
 from cloudgpu.reports.model import Report, format_cell
-from cloudgpu.reports.render import render
+from cloudgpu.reports.render import cell_text, render, to_csv
 from tests.costs.helpers import REFERENCE_OFFERS
-from tests.reports.samples import buyrent_sample, offers_sample, spend_sample
+from tests.reports.samples import (
+    buyrent_sample,
+    crowded_offers_sample,
+    offers_sample,
+    plan_sample,
+    spend_sample,
+)
 
 
 def zero_utilization_sample() -> Report:
@@ -32,6 +38,8 @@ SAMPLES: dict[str, Callable[[], Report]] = {
     "offers": offers_sample,
     "spend": spend_sample,
     "zero-utilization": zero_utilization_sample,
+    "plan": plan_sample,
+    "offers-with-flags": crowded_offers_sample,
 }
 
 
@@ -43,10 +51,14 @@ class _Tables(HTMLParser):
         self.tables: dict[str, list[list[str]]] = {}
         self._current: str | None = None
         self._cell: list[str] | None = None
+        self._in_flag = False
         self.tags: list[tuple[str, dict[str, str | None]]] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append((tag, dict(attrs)))
+        if tag == "span" and dict(attrs).get("class") == "flag" and self._cell is not None:
+            self._cell.append("\x00")
+            self._in_flag = True
         if tag == "table":
             self._current = str(dict(attrs)["id"]).removeprefix("table-")
             self.tables[self._current] = []
@@ -56,6 +68,9 @@ class _Tables(HTMLParser):
             self._cell = []
 
     def handle_endtag(self, tag: str) -> None:
+        if tag == "span" and self._in_flag and self._cell is not None:
+            self._cell.append("\x00")
+            self._in_flag = False
         if tag in ("td", "th") and self._current and self._cell is not None:
             self.tables[self._current][-1].append("".join(self._cell))
             self._cell = None
@@ -80,18 +95,14 @@ def md_tables(text: str) -> dict[str, list[list[str]]]:
     return tables
 
 
-def csv_tables(text: str) -> dict[str, list[list[str]]]:
-    tables: dict[str, list[list[str]]] = {}
-    current = None
-    for row in csv.reader(io.StringIO(text)):
-        if row and row[0].startswith("## "):
-            current = row[0][3:]
-            tables[current] = []
-        elif row and current:
-            tables[current].append(row)
-        elif not row:
-            current = None
-    return tables
+def csv_tables(report: Report) -> dict[str, list[list[str]]]:
+    """One CSV per table (as `report --format csv` writes them), parsed back."""
+    return {t.id: list(csv.reader(io.StringIO(to_csv(t)))) for t in report.tables}
+
+
+def _plain(cells: list[str]) -> list[str]:
+    """HTML cell text with each flag badge written as the text formats write it."""
+    return [re.sub(r"\x00([^\x00]*)\x00", r" [\1]", c) for c in cells]
 
 
 @pytest.mark.parametrize("name", list(SAMPLES))
@@ -101,13 +112,17 @@ def test_all_formats_carry_the_same_numbers(name: str) -> None:
     parser = _Tables()
     parser.feed(render(report, "html"))
     md = md_tables(render(report, "md"))
-    csv_t = csv_tables(render(report, "csv"))
+    csv_t = csv_tables(report)
     assert set(parser.tables) == set(data["tables"]) == set(csv_t)
     for tid, table in data["tables"].items():
         cols = table["columns"]
-        expected = [[format_cell(row[c["key"]], c["kind"]) for c in cols] for row in table["rows"]]
-        assert parser.tables[tid][0] == [c["title"] for c in cols]
-        assert parser.tables[tid][1:] == expected, tid
+        # What a reader sees: attached columns (a price's flags) sit inside the cell
+        # before them, in the HTML and Markdown alike; CSV and JSON keep every column.
+        shown = report.table(tid).shown()
+        expected = [[cell_text(row, c, a) for c, a in shown] for row in table["rows"]]
+        html_rows = [[cell.replace("\u00a0", " ") for cell in r] for r in parser.tables[tid]]
+        assert html_rows[0] == [c.title for c, _ in shown]
+        assert [_plain(r) for r in html_rows[1:]] == expected, tid
         assert md[table["title"]][1:] == expected, tid  # row 0 is the header
         assert csv_t[tid][0] == [c["key"] for c in cols]
         for csv_row, row in zip(csv_t[tid][1:], table["rows"], strict=True):
@@ -124,9 +139,10 @@ def test_all_formats_carry_the_same_numbers(name: str) -> None:
 @pytest.mark.parametrize("name", list(SAMPLES))
 def test_no_nan_or_inf_anywhere(name: str) -> None:
     report = SAMPLES[name]()
-    for fmt in ("html", "md", "csv", "json"):
-        text = render(report, fmt)
-        assert not re.search(r"\b(nan|NaN|inf|Infinity)\b", text), fmt
+    texts = [render(report, fmt) for fmt in ("html", "md", "json")]
+    texts += [to_csv(t) for t in report.tables]
+    for text in texts:
+        assert not re.search(r"\b(nan|NaN|inf|Infinity)\b", text)
 
 
 @pytest.mark.parametrize("name", list(SAMPLES))
@@ -163,3 +179,17 @@ def test_empty_chart_says_so() -> None:
     report = offers_sample()
     report.table("value").rows = []
     assert "no data to plot" in render(report, "html")
+
+
+def test_spend_headline_matches_the_table_and_names_no_local_path() -> None:
+    from cloudgpu.costs.spend import summarize
+    from cloudgpu.reports.spend import spend_report
+    from tests.costs.helpers import spend
+
+    tiny = [spend("i-1", "blip", gpu_count=1, price_per_hour=1.2, hours=1 / 60)]
+    report = spend_report(summarize(tiny, None, now=tiny[0].ended_at + 60), "now")
+    total = report.table("total").rows[0]
+    shown = format_cell(total["gpu_hours"], "num")
+    assert shown == "0.02" and f"({shown} GPU-hours)" in report.summary[0]
+    assert format_cell(total["cost"], "cents") in report.summary[0]
+    assert "/" not in report.source and ".db" not in report.source
