@@ -1,10 +1,17 @@
-"""Vast.ai's live offers from the marketplace search (``GET /bundles/?q=<json>``).
+"""Vast.ai's live offers from the marketplace search (``POST /bundles/``, the query as
+the JSON body: what the official CLI sends since 2024, vast-ai/vast-python ``search
+offers``).
 
 Vast is a marketplace: each search result (an "ask") is one host's machine, with
 ``id`` (the ask to rent), ``gpu_name`` (``RTX 4090``), ``num_gpus``, ``gpu_ram`` and
-``cpu_ram`` in MB, ``cpu_cores_effective``, ``dph_total`` ($/hour, on-demand),
-``min_bid`` ($/hour, interruptible), ``geolocation`` (``Czechia, CZ``)
-(https://docs.vast.ai/api-reference/search/search-offers). The search has a ``limit``
+``cpu_ram`` in MB, ``cpu_cores_effective``, ``dph_base`` (GPU + CPU, $/hour),
+``dph_total`` ($/hour on-demand, *including* storage for the ``allocated_storage`` GB the
+search names), ``storage_cost`` ($/GB/month), ``min_bid`` ($/hour interruptible, without
+storage), ``geolocation`` (``Czechia, CZ``)
+(https://docs.vast.ai/api-reference/search/search-offers). Storage bills from creation
+until destroy, so every price here includes it for the disk a job gets: the search
+sends ``allocated_storage`` (the job's ``disk_gb``, else ``storage_gb`` of the config,
+default 100) and asks only for machines with that much disk. The search has a ``limit``
 and an ``order`` but no cursor, so there is nothing to page: one call per market.
 
 Many asks share a shape; an Offer is one shape (``<n>x-<GPU>-<cpus>-<ram MB>``, the
@@ -28,17 +35,38 @@ SOURCE = "vast:bundles-search"
 SNAP = 0.08
 
 
-def search_query(market: str, limit: int) -> dict[str, Any]:
-    """The ``q`` object of a search: rentable, unrented, verified machines, cheapest first."""
+def search_query(market: str, limit: int, storage_gb: float) -> dict[str, Any]:
+    """The search body: rentable, unrented, verified machines with ``storage_gb`` of disk
+    to spare, priced with that much storage, cheapest first."""
     return {
         "rentable": {"eq": True},
         "rented": {"eq": False},
         "verified": {"eq": True},
         "num_gpus": {"gte": 1},
+        "disk_space": {"gte": storage_gb},
         "type": "bid" if market == "spot" else "on-demand",
         "order": [["dph_total", "asc"]],
         "limit": limit,
+        "allocated_storage": storage_gb,
     }
+
+
+def storage_per_hour(ask: Mapping[str, Any]) -> float:
+    """What the ask's allocated storage costs per hour, as Vast itself priced it into
+    dph_total (dph_total - dph_base); 0 when the ask does not say."""
+    total, base = ask.get("dph_total"), ask.get("dph_base")
+    if total is None or base is None:
+        return 0.0
+    return max(0.0, float(total) - float(base))
+
+
+def ask_price(ask: Mapping[str, Any], market: str) -> float:
+    """$/hour of renting ``ask`` with its allocated storage: dph_total on demand, the
+    minimum bid plus the storage when interruptible; 0 when there is no price."""
+    if market != "spot":
+        return float(ask.get("dph_total") or 0)
+    bid = float(ask.get("min_bid") or 0)
+    return bid + storage_per_hour(ask) if bid > 0 else 0.0
 
 
 def gpu_of(ask: Mapping[str, Any], registry: GpuRegistry) -> tuple[str, float, bool]:
@@ -67,11 +95,16 @@ def place_name(text: object) -> str:
 
 
 def offers_from_asks(
-    asks: Iterable[Mapping[str, Any]], market: str, registry: GpuRegistry, *, observed_at: str
+    asks: Iterable[Mapping[str, Any]],
+    market: str,
+    registry: GpuRegistry,
+    *,
+    observed_at: str,
+    storage_gb: float,
 ) -> list[Offer]:
     best: dict[tuple[str, str], Offer] = {}
     for ask in asks:
-        price = float((ask.get("min_bid") if market == "spot" else ask.get("dph_total")) or 0)
+        price = ask_price(ask, market)
         count = int(ask.get("num_gpus") or 0)
         if price <= 0 or count <= 0 or not ask.get("id"):
             continue
@@ -97,6 +130,8 @@ def offers_from_asks(
                 "ask_id": int(ask["id"]),
                 "machine_id": ask.get("machine_id"),
                 "gpu_name": ask.get("gpu_name"),
+                "storage_gb": storage_gb,
+                "storage_per_hour": round(storage_per_hour(ask), 6),
             },
         )
         key = (offer.instance_type, offer.region)
@@ -126,5 +161,5 @@ def pick_ask(
         and gpu_of(a, registry)[0] == offer.gpu
         and (not want or country(str(a.get("geolocation") or "")) == want)
     ]
-    key = "min_bid" if offer.market == "spot" else "dph_total"
-    return min(fitting, key=lambda a: float(a.get(key) or 0), default=None)
+    priced = [a for a in fitting if ask_price(a, offer.market) > 0]
+    return min(priced, key=lambda a: ask_price(a, offer.market), default=None)

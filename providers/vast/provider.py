@@ -8,6 +8,8 @@ Plain HTTP (providers/vast/api.py); the ``vastai`` CLI is not needed. Config
 * ``ssh_user`` (default root) and ``scratch_dir`` (default /workspace: the container
   disk is the machine's local disk; there is no raw NVMe to mount)
 * ``offer_limit``: asks fetched per market on refresh (default 1000)
+* ``storage_gb``: disk priced into refreshed offers (default 100, a job's default
+  ``disk_gb``); a launch searches again with its job's own disk
 * ``bid_factor``: an interruptible instance bids ``min_bid x bid_factor`` (default 1.0)
 * ``attempts``, ``backoff_s``, ``poll_s``: retry and polling
 * ``api_key``: discouraged; prefer ``VAST_API_KEY`` or the vastai CLI's key file
@@ -38,7 +40,13 @@ from cloudgpu_providers.verify import verify_gone
 
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.offer import Offer, iso_utc
-from cloudgpu.errors import CapacityError, NotFoundError, ProviderError, TransientError
+from cloudgpu.errors import (
+    CapacityError,
+    ConfigError,
+    NotFoundError,
+    ProviderError,
+    TransientError,
+)
 from cloudgpu.provider import (
     TAG_INSTANCE,
     Availability,
@@ -51,6 +59,10 @@ from cloudgpu.provider import (
 from cloudgpu.sshkeys import ensure_keypair
 
 DEFAULT_IMAGE = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
+DEFAULT_STORAGE_GB = 100  # a job's default resources.disk_gb
+# Sent on every instance read, as the official CLI does (vast-ai/vast-python: show
+# instance(s) call /instances with {"owner": "me"}).
+OWNER_ME = {"owner": "me"}
 # The vastai CLI's key files, new and old.
 KEY_FILES = (".config/vastai/vast_api_key", ".vast_api_key")
 API_KEY = ApiKeySource(
@@ -91,19 +103,31 @@ class VastProvider(Provider):
 
     # -- offers ----------------------------------------------------------------------
 
-    def _search(self, client: VastClient, market: str) -> list[dict[str, Any]]:
+    def _search(self, client: VastClient, market: str, storage_gb: float) -> list[dict[str, Any]]:
         limit = int(self.ctx.config.get("offer_limit", 1000))
-        data = client.call("GET", "/bundles/", query={"q": offers_mod.search_query(market, limit)})
+        body = offers_mod.search_query(market, limit, storage_gb)
+        data = client.call("POST", "/bundles/", body)
         return [a for a in data.get("offers") or [] if isinstance(a, dict)]
+
+    def _storage_gb(self) -> float:
+        raw = self.ctx.config.get("storage_gb", DEFAULT_STORAGE_GB)
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not 1 <= raw <= 100_000:
+            raise ConfigError(
+                f"providers.vast.storage_gb: expected GB from 1 to 100000, got {raw!r}"
+            )
+        return float(raw)
 
     def fetch_offers(self) -> list[Offer]:
         client = self._client()
         observed = iso_utc(self.ctx.clock())
         registry = load_registry()
+        storage = self._storage_gb()
         out: list[Offer] = []
         for market in ("on_demand", "spot"):
-            asks = self._search(client, market)
-            out += offers_mod.offers_from_asks(asks, market, registry, observed_at=observed)
+            asks = self._search(client, market, storage)
+            out += offers_mod.offers_from_asks(
+                asks, market, registry, observed_at=observed, storage_gb=storage
+            )
         return out
 
     # -- instances -------------------------------------------------------------------
@@ -115,7 +139,7 @@ class VastProvider(Provider):
             existing = self._find(client, {TAG_INSTANCE: idem})
             if existing is not None:
                 return existing
-        ask_id, bid = self._ask(client, request.offer)
+        ask_id, bid = self._ask(client, request.offer, float(request.disk_gb))
         tags = {**request.tags, TAG_INSTANCE: idem} if idem else dict(request.tags)
         label_tags = {**tags, "cloudgpu-instance-type": request.offer.instance_type}
         body = inst_mod.create_body(
@@ -144,7 +168,7 @@ class VastProvider(Provider):
 
     def describe(self, instance_id: str) -> Instance:
         try:
-            data = self._client().call("GET", f"/instances/{instance_id}/")
+            data = self._client().call("GET", f"/instances/{instance_id}/", query=OWNER_ME)
         except NotFoundError:
             data = {}
         raw = data.get("instances")
@@ -188,7 +212,7 @@ class VastProvider(Provider):
         )
 
     def _all(self, client: VastClient) -> list[dict[str, Any]]:
-        data = client.call("GET", "/instances/")
+        data = client.call("GET", "/instances/", query=OWNER_ME)
         return [i for i in data.get("instances") or [] if isinstance(i, dict)]
 
     def _find(self, client: VastClient, wanted: Mapping[str, str]) -> Instance | None:
@@ -200,15 +224,18 @@ class VastProvider(Provider):
                     return inst
         return None
 
-    def _ask(self, client: VastClient, offer: Offer) -> tuple[int, float | None]:
+    def _ask(self, client: VastClient, offer: Offer, disk_gb: float) -> tuple[int, float | None]:
         """(ask id to rent, bid or None) for ``offer``; a snapshot offer is matched to the
-        cheapest fitting ask listed now."""
+        cheapest fitting ask listed now, with the job's disk priced in."""
         factor = float(self.ctx.config.get("bid_factor", 1.0))
         explicit = offer.extra.get("ask_id") if offer.extra else None
         if explicit:
-            bid = round(offer.price_per_hour * factor, 6) if offer.market == "spot" else None
-            return int(explicit), bid
-        ask = offers_mod.pick_ask(self._search(client, offer.market), offer, load_registry())
+            # The offer's price includes its storage; the bid is for the machine alone.
+            storage = float(offer.extra.get("storage_per_hour") or 0)
+            machine = offer.price_per_hour - storage
+            return int(explicit), round(machine * factor, 6) if offer.market == "spot" else None
+        asks = self._search(client, offer.market, disk_gb)
+        ask = offers_mod.pick_ask(asks, offer, load_registry())
         if ask is None:
             raise CapacityError(
                 f"no Vast machine for {offer.instance_type} in {offer.region} now",

@@ -16,7 +16,7 @@ from cloudgpu_providers.vast import VastProvider
 from cloudgpu_providers.vast.instances import decode_label, destroy_self_command, encode_label
 
 from cloudgpu.catalog.offer import FLAG_UNKNOWN_GPU, Offer
-from cloudgpu.errors import AuthError, CapacityError, QuotaError, TransientError
+from cloudgpu.errors import AuthError, CapacityError, ConfigError, QuotaError, TransientError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_INSTANCE, TAG_JOB, TAG_OWNER, InstanceState, ProviderContext
 from cloudgpu.sshkeys import ensure_keypair
@@ -70,18 +70,56 @@ def test_fetch_offers_normalizes_and_keeps_the_cheapest_ask(
     offers = provider.fetch_offers()
     by_key = {(o.instance_type, o.region, o.market): o for o in offers}
     a = by_key[("1x-RTX_4090-16-64305", "Quebec, CA", "on_demand")]
-    # Two asks of that shape there: the cheaper one (0.241 $/h) is the offer.
-    assert a.price_per_hour == pytest.approx(0.241) and a.extra["ask_id"] == 19115553
+    # Two asks of that shape there: the cheaper one (0.241 $/h) is the offer, with the
+    # 100 GB of storage a job gets by default priced in (0.15 $/GB/month).
+    storage = 0.15 * 100 / 720
+    assert a.price_per_hour == pytest.approx(0.241 + storage, abs=1e-6)
+    assert a.extra["ask_id"] == 19115553
     assert (a.gpu, a.gpu_count, a.gpu_memory_gb, a.vcpus) == ("RTX4090", 1, 24, 16)
     assert a.memory_gb == pytest.approx(62.8)
     h = by_key[("8x-H100_SXM-192-2064000", "Czechia, CZ", "on_demand")]
     assert (h.gpu, h.gpu_count, h.gpu_memory_gb) == ("H100-SXM", 8, 80)
     spot = by_key[("1x-RTX_4090-16-64305", "Quebec, CA", "spot")]
-    assert spot.price_per_hour == pytest.approx(0.18)  # min_bid of the cheapest bid
+    # min_bid of the cheapest bid, plus its storage (a bid does not include it).
+    assert spot.price_per_hour == pytest.approx(0.18 + storage, abs=1e-6)
     assert FLAG_UNKNOWN_GPU in by_key[("1x-Mystery_X9-8-32768", "Texas, US", "on_demand")].flags
     assert not any("RTX_3090" in o.instance_type for o in offers)  # no price, no offer
     searches = [r for r in fake.requests if r["path"] == "/bundles/"]
-    assert [json.loads(r["query"]["q"])["type"] for r in searches] == ["on-demand", "bid"]
+    # POST with the query as the body, as the official CLI sends it; storage priced in
+    # and only machines with that much disk to spare.
+    assert [r["method"] for r in searches] == ["POST", "POST"]
+    assert [r["body"]["type"] for r in searches] == ["on-demand", "bid"]
+    assert all(r["body"]["allocated_storage"] == 100 for r in searches)
+    assert all(r["body"]["disk_space"] == {"gte": 100} for r in searches)
+
+
+def test_storage_gb_config_prices_and_filters(fake: FakeVast, paths: Paths) -> None:
+    offers = make_provider(fake, paths, storage_gb=500).fetch_offers()
+    quebec = [o for o in offers if o.region == "Quebec, CA" and o.market == "on_demand"]
+    # Only the 753 GB machine has 500 GB to spare; 500 GB at 0.15 $/GB/month is priced in.
+    assert [o.extra["ask_id"] for o in quebec] == [19115553]
+    assert quebec[0].price_per_hour == pytest.approx(0.241 + 0.15 * 500 / 720, abs=1e-6)
+    with pytest.raises(ConfigError, match="storage_gb"):
+        make_provider(fake, paths, storage_gb="lots").fetch_offers()
+
+
+def test_instance_reads_say_owner_me(provider: VastProvider, fake: FakeVast, offer: Offer) -> None:
+    inst = provider.create(request(offer))
+    provider.describe(inst.id)
+    provider.list_instances({})
+    reads = [
+        r for r in fake.requests if r["method"] == "GET" and r["path"].startswith("/instances")
+    ]
+    assert reads and all(r["query"] == {"owner": "me"} for r in reads)
+
+
+def test_created_instance_bills_the_jobs_disk(
+    provider: VastProvider, fake: FakeVast, offer: Offer
+) -> None:
+    inst = provider.create(replace(request(offer), disk_gb=250))
+    (put,) = [r for r in fake.requests if r["method"] == "PUT" and r["path"].startswith("/asks/")]
+    assert put["body"]["disk"] == 250
+    assert inst.price_per_hour == pytest.approx(0.241 + 0.15 * 250 / 720, abs=1e-6)
 
 
 def test_key_sent_as_bearer_header_never_in_url(provider: VastProvider, fake: FakeVast) -> None:
