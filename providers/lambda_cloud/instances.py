@@ -78,13 +78,14 @@ def key_name(public_key: str) -> str:
 def launch_body(
     request: CreateRequest, *, name: str, ssh_key: str, image_family: str | None
 ) -> dict[str, Any]:
-    """The POST /instance-operations/launch body for ``request`` (one instance)."""
+    """The POST /instance-operations/launch body for ``request``: one instance, the
+    fields of the current InstanceLaunchRequest schema (https://docs-api.lambda.ai/api/
+    cloud#launchInstance), which has no ``quantity`` any more."""
     body: dict[str, Any] = {
         "region_name": request.offer.region,
         "instance_type_name": request.offer.instance_type,
         "ssh_key_names": [ssh_key],  # Lambda takes exactly one
         "name": name,
-        "quantity": 1,
     }
     if image_family:
         body["image"] = {"family": image_family}

@@ -166,7 +166,7 @@ def test_create_registers_key_once_and_names_the_instance(
     assert [k["public_key"] for k in fake.ssh_keys.values()] == [public]
     body = fake.instances[first.id]["_body"]
     assert body["region_name"] == "us-east-1" and body["instance_type_name"] == "gpu_1x_a10"
-    assert body["quantity"] == 1 and len(body["ssh_key_names"]) == 1
+    assert "quantity" not in body and len(body["ssh_key_names"]) == 1
     assert body["name"].startswith("cg.job-a.") and len(body["name"]) <= 64
     running = ProviderContract().wait_running(provider, first.id)
     assert running.ssh is not None and (running.ssh.host, running.ssh.user) == (
@@ -269,3 +269,16 @@ def test_launch_whose_answer_is_lost_is_found_not_repeated(
     launches = [c for c in fake.calls() if c == "POST /instance-operations/launch"]
     assert len(launches) == 1  # a launch is never blindly re-sent
     provider.terminate(inst.id)
+
+
+def test_the_fake_refuses_what_the_launch_schema_does_not_list(
+    provider: LambdaProvider, fake: Any, offer: Offer
+) -> None:
+    """`quantity` is gone from InstanceLaunchRequest: a body carrying it is refused, as the
+    current schema's strict validation would; the provider's own body passes."""
+    problem = importlib.import_module("tests.fixtures.lambda.server").launch_schema_problem
+    inst = provider.create(request(offer, job="schema"))
+    body = fake.instances[inst.id]["_body"]
+    assert problem(body) == ""
+    assert problem({**body, "quantity": 1}) == "unknown field(s): quantity"
+    assert "exactly one" in problem({**body, "ssh_key_names": ["a", "b"]})
