@@ -123,3 +123,33 @@ def test_no_extras_means_not_enabled_with_the_install_hint(
     for name in ("aws", "gcp", "azure"):
         assert f"not enabled: install cloudgpu[{name}]" in lines[name], lines[name]
     assert "not enabled: install" not in lines["runpod"]  # no extra needed
+
+
+@pytest.mark.skipif(shutil.which("sshd") is None and not Path("/usr/sbin/sshd").exists(),
+                    reason="needs OpenSSH's sshd")  # fmt: skip
+def test_no_extras_launches_on_an_ssh_host_from_the_wheel(
+    installed: tuple[Path, str], tmp_path: Path
+) -> None:
+    from tests.providers.test_ssh import host_table, write_config
+    from tests.remote.sshd import start_sshd
+
+    env_dir, _ = installed
+    server = start_sshd(tmp_path / "sshd")
+    try:
+        write_config(tmp_path / ".home", [host_table(server, tmp_path / "nvme")])
+        assert _cloudgpu(env_dir, ["init", "quickstart"], tmp_path).returncode == 0
+        job = (tmp_path / "quickstart.yaml").read_text()
+        job = job.replace("providers: [local]", "providers: [ssh]").replace(
+            "gpu: none", "gpu: A100-80GB:2"
+        )
+        (tmp_path / "quickstart.yaml").write_text(job)
+        res = _cloudgpu(env_dir, ["offers", "--provider", "ssh", "--json"], tmp_path)
+        assert res.returncode == 0, res.stderr
+        assert [o["provider"] for o in json.loads(res.stdout)] == ["ssh"]
+        res = _cloudgpu(env_dir, ["launch", "quickstart.yaml", "--yes", "--json"], tmp_path)
+        assert res.returncode == 0, res.stderr
+        doc = json.loads(res.stdout)
+        assert doc["provider"] == "ssh" and doc["state"] == "succeeded"
+        assert (tmp_path / "quickstart-results" / "summary.json").is_file()
+    finally:
+        server.stop()
