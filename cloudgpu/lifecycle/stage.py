@@ -112,7 +112,11 @@ def probe_line(machine: Machine, job: JobSpec, gpus: int, sink: Sink) -> dict[st
     store; otherwise the line says how to measure. Never fatal."""
     need = probing.need_of(job.workload, gpus)
     if need.samples_per_s <= 0 and not any(uri.is_remote(d.src) for d in job.data):
-        sink.info("data probe: not run (no workload.samples_per_s); `cloudgpu data probe JOB`")
+        # Nothing was measured: a line for the log (and -v), not for every launch's screen.
+        sink.info(
+            "data probe: not run (no workload.samples_per_s); `cloudgpu data probe JOB`",
+            detail=True,
+        )
         return None
     try:
         result = probing.run_probe(machine, quick=True, gpu=False)
