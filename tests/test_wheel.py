@@ -153,3 +153,32 @@ def test_no_extras_launches_on_an_ssh_host_from_the_wheel(
         assert (tmp_path / "quickstart-results" / "summary.json").is_file()
     finally:
         server.stop()
+
+
+def test_the_example_plugin_installs_beside_the_wheel_and_passes_its_tests(
+    installed: tuple[Path, str], tmp_path: Path
+) -> None:
+    """docs/providers.md's out-of-tree provider: pip-installed next to cloudgpu (no
+    checkout on sys.path), found through its entry point, its own tests green."""
+    env_dir, _ = installed
+    example = tmp_path / "cloudgpu-scratch"
+    shutil.copytree(
+        ROOT / "docs" / "examples" / "cloudgpu-scratch",
+        example,
+        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"),
+    )
+    python = str(env_dir / "bin" / "python")
+    pip = _run([python, "-m", "pip", "install", "-q", f"{example}[test]"], cwd=tmp_path)
+    assert pip.returncode == 0, pip.stderr[-3000:]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env.pop("CLOUDGPU_HOME", None)
+    res = _run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(example / "tests")],
+        cwd=tmp_path,
+        env=env,
+    )
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert "3 passed" in res.stdout
+    # The shared contract suite runs too once this cloudgpu ships it (cloudgpu.testing).
+    has_suite = _run([python, "-c", "import cloudgpu.testing"], cwd=tmp_path).returncode == 0
+    assert ("skipped" in res.stdout) is not has_suite, res.stdout[-1500:]

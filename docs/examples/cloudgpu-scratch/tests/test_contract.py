@@ -1,0 +1,30 @@
+"""cloudgpu's shared provider contract suite, run against this provider: the same tests
+every built-in provider passes (cloudgpu.testing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+testing = pytest.importorskip("cloudgpu.testing", reason="cloudgpu without cloudgpu.testing")
+
+from cloudgpu.catalog.offer import Offer  # noqa: E402
+from cloudgpu.config import Config  # noqa: E402
+from cloudgpu.paths import default_paths  # noqa: E402
+from cloudgpu.provider import Provider  # noqa: E402
+from cloudgpu.registry import Registry  # noqa: E402
+
+
+class TestScratchContract(testing.ProviderContract):
+    provider_name = "scratch"
+
+    @pytest.fixture
+    def provider(self, tmp_path: Path) -> Provider:
+        data = {"providers": {"scratch": {"enabled": True, "slots": 4}}}
+        paths = default_paths({"CLOUDGPU_HOME": str(tmp_path)})
+        return Registry(Config(data), paths, {}).get("scratch")
+
+    @pytest.fixture
+    def offer(self, provider: Provider) -> Offer:
+        return provider.offers()[0]
