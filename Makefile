@@ -56,7 +56,7 @@ test: install lint
 # own, through the tests that send each cloud SDK's requests and read its answers.
 LOW_VENV  := .venv-lowest
 LOW_TESTS := tests/providers/test_aws.py tests/providers/test_aws_refresh.py \
-	tests/providers/test_aws_faults.py tests/providers/test_gcp.py \
+	tests/providers/test_aws_faults.py tests/providers/test_aws_network.py tests/providers/test_gcp.py \
 	tests/providers/test_gcp_refresh.py tests/providers/test_azure.py \
 	tests/providers/test_azure_offers.py tests/providers/test_azure_units.py \
 	tests/providers/test_azure_auth.py tests/data/test_pull_stores.py

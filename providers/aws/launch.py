@@ -186,15 +186,24 @@ def ensure_key_pair(
 
 
 def ensure_security_group(
-    call: Caller, ec2: Any, group_name: str, cidr: str, tags: Mapping[str, str], port: int = 22
+    call: Caller,
+    ec2: Any,
+    group_name: str,
+    cidr: str,
+    tags: Mapping[str, str],
+    vpc_id: str,
+    port: int = 22,
 ) -> tuple[str, bool]:
-    """(group id, made now) of a group allowing TCP ``port`` (SSH) from ``cidr`` only."""
+    """(group id, made now) of a group in ``vpc_id`` allowing TCP ``port`` (SSH) from
+    ``cidr`` only. The VPC is always named: an account without a default VPC refuses a
+    group made without one."""
     try:
         out = call(
             "create_security_group",
             ec2.create_security_group,
             GroupName=group_name,
             Description=f"cloudgpu: SSH from {cidr}",
+            VpcId=vpc_id,
             TagSpecifications=[tag_spec("security-group", tags)],
         )
         group_id, made = str(out["GroupId"]), True
@@ -204,7 +213,10 @@ def ensure_security_group(
         found = call(
             "describe_security_groups",
             ec2.describe_security_groups,
-            Filters=[{"Name": "group-name", "Values": [group_name]}],
+            Filters=[
+                {"Name": "group-name", "Values": [group_name]},
+                {"Name": "vpc-id", "Values": [vpc_id]},
+            ],
         )
         group_id, made = str(found["SecurityGroups"][0]["GroupId"]), False
     ranges = {"IpRanges": [{"CidrIp": cidr, "Description": "cloudgpu ssh"}]}
@@ -263,12 +275,12 @@ def run_args(
     request: CreateRequest,
     image: Image,
     key_name: str,
-    group_id: str,
+    placement: Mapping[str, Any],
     tags: Mapping[str, str],
     boot_script: str,
-    zone: str,
 ) -> dict[str, Any]:
-    """Keyword arguments of ec2.run_instances for ``request`` in ``zone`` (a name)."""
+    """Keyword arguments of ec2.run_instances for ``request``; ``placement`` puts it into
+    its subnet with its security group (network.placement_args)."""
     offer = request.offer
     args: dict[str, Any] = {
         "ImageId": image.id,
@@ -276,7 +288,7 @@ def run_args(
         "MinCount": 1,
         "MaxCount": 1,
         "KeyName": key_name,
-        "SecurityGroupIds": [group_id],
+        **placement,
         # A shutdown from inside (the instance-side deadline) ends billing for good.
         "InstanceInitiatedShutdownBehavior": "terminate",
         "BlockDeviceMappings": [
@@ -296,8 +308,6 @@ def run_args(
     }
     if request.idempotency_token:
         args["ClientToken"] = request.idempotency_token[:64]
-    if zone:
-        args["Placement"] = {"AvailabilityZone": zone}
     if boot_script:
         args["UserData"] = boot_script
     if offer.market == "spot":

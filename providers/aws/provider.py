@@ -13,7 +13,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from cloudgpu_providers.aws import launch
+from cloudgpu_providers.aws import launch, network
 from cloudgpu_providers.aws.credentials import find_credentials
 from cloudgpu_providers.aws.faults import PROVIDER, Caller
 from cloudgpu_providers.aws.instances import (
@@ -153,6 +153,8 @@ class AWSProvider(Provider):
         arch = "x86_64" if "x86_64" in archs else archs[0]
         image = launch.resolve_image(self.call, ec2, self.settings, request.image, arch)
         zone = launch.zone_name(self.call, ec2, request.offer.zone) if request.offer.zone else ""
+        # Before anything is made: no usable subnet here fails over to the next offer.
+        net = network.choose(self.call, ec2, self.settings, zone, region)
         cidr = launch.ssh_cidr(self.settings)
         key = job_key(self.ctx.paths.keys_dir, request.name, request.ssh_public_key)
         name = launch.resource_name(request.name)
@@ -161,14 +163,15 @@ class AWSProvider(Provider):
             launch.ensure_key_pair(self.call, ec2, name, key.public_key, request.tags)
             made["key"] = name
             group_id, new_group = launch.ensure_security_group(
-                self.call, ec2, name, cidr, request.tags, self.settings.ssh_port
+                self.call, ec2, name, cidr, request.tags, net.vpc_id, self.settings.ssh_port
             )
             if new_group:
                 made["group"] = group_id
             tags = self._instance_tags(request, image.dlami)
             spot = request.offer.market == "spot"
             boot = launch.user_data(request.deadline, self.ctx.clock(), request.user_data, spot)
-            args = launch.run_args(request, image, name, group_id, tags, boot, zone)
+            placement = network.placement_args(net, group_id, self.settings)
+            args = launch.run_args(request, image, name, placement, tags, boot)
             out = self.call("run_instances", ec2.run_instances, **args)
         except ProviderError:
             self._undo(ec2, made, request, key.generated)

@@ -19,6 +19,10 @@ form. This module reads only the mapping it is given: no files, no environment, 
     ssh_port = 22                          # an image whose sshd listens elsewhere
     nvme_mount = "/scratch"                # where the image mounts local NVMe
     use_private_ip = false                 # SSH to the private address (VPN, bastion)
+    subnet_id = ["subnet-0abc", "subnet-0def"]  # launch into these (the one in the zone)
+    vpc_id = "vpc-0123"                    # else a subnet of this VPC in the zone
+                                           # (default: the default VPC; without one, a
+                                           # subnet of the zone that maps public IPs)
     max_attempts = 6                       # attempts for throttled calls
     poll_s = 5.0                           # seconds between state polls at teardown
 """
@@ -61,6 +65,8 @@ class AwsSettings:
     ssh_port: int = 22
     nvme_mount: str | None = None  # None: the DLAMI's mount with the default rule, else /nvme
     use_private_ip: bool = False
+    subnet_ids: tuple[str, ...] = ()
+    vpc_ids: tuple[str, ...] = ()
     max_attempts: int = 6
     poll_s: float = 5.0
 
@@ -83,6 +89,17 @@ def _str_list(table: Mapping[str, Any], key: str, default: tuple[str, ...]) -> t
     if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
         raise ConfigError(f'providers.aws.{key}: expected a list of strings, e.g. ["us-east-1"]')
     return tuple(value)
+
+
+def _ids(table: Mapping[str, Any], key: str, prefix: str) -> tuple[str, ...]:
+    """An id or list of ids, each starting with ``prefix`` (subnet-, vpc-)."""
+    ids = _str_list(table, key, ())
+    bad = [i for i in ids if not i.startswith(prefix)]
+    if bad:
+        raise ConfigError(
+            f"providers.aws.{key}: expected ids like {prefix}0123abcd, got {bad[0]!r}"
+        )
+    return ids
 
 
 def _cidr(value: str | None) -> str | None:
@@ -126,6 +143,8 @@ def parse_settings(table: Mapping[str, Any]) -> AwsSettings:
         ssh_port=port,
         nvme_mount=_str(table, "nvme_mount"),
         use_private_ip=private,
+        subnet_ids=_ids(table, "subnet_id", "subnet-"),
+        vpc_ids=_ids(table, "vpc_id", "vpc-"),
         max_attempts=attempts,
         poll_s=float(poll),
     )

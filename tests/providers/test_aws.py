@@ -362,9 +362,10 @@ def test_boot_script_arms_the_deadline_and_the_spot_watcher(
 
 def test_root_volume_is_never_below_the_image_snapshot() -> None:
     image = Image(id="ami-1", root_device="/dev/sda1", min_disk_gb=75, dlami=True)
-    small = run_args(_request(offer(), disk_gb=8), image, "k", "sg-1", {}, "", "us-east-1a")
+    place = {"SubnetId": "subnet-1", "SecurityGroupIds": ["sg-1"]}
+    small = run_args(_request(offer(), disk_gb=8), image, "k", place, {}, "")
     assert small["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"] == 75
-    big = run_args(_request(offer(), disk_gb=500), image, "k", "sg-1", {}, "", "us-east-1a")
+    big = run_args(_request(offer(), disk_gb=500), image, "k", place, {}, "")
     assert big["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"] == 500
 
 
