@@ -64,6 +64,7 @@ class JsonHttpClient:
         *,
         map_status: MapStatus,
         token: str = "",
+        authorization: str = "",
         unreachable: MapUnreachable | None = None,
         provider: str = "",
         retry_statuses: Set[int] = RETRY_STATUSES,
@@ -75,7 +76,8 @@ class JsonHttpClient:
         timeout_s: float = 30.0,
     ) -> None:
         self.base_url = base_url.rstrip("/")
-        self._token = token
+        # The whole Authorization header value (e.g. HTTP Basic); else "Bearer <token>".
+        self._authorization = authorization or (f"Bearer {token}" if token else "")
         self._sleep = sleep
         self._map_status = map_status
         self._unreachable = unreachable or self._cannot_reach
@@ -124,8 +126,8 @@ class JsonHttpClient:
             "Accept": "application/json",
             "User-Agent": "cloudgpu",
         }
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
+        if self._authorization:
+            headers["Authorization"] = self._authorization
         req = urllib.request.Request(url, data=raw, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from cloudgpu.batch import BatchJob
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.paths import Paths
 
@@ -53,6 +54,9 @@ class Capabilities:
     # format their empty local NVMe disks and power them off at the deadline. Never set it
     # for machines the user owns, this computer, or instances sharing a host (sim).
     disposable: bool = False
+    # The provider runs the whole job as one submission with no shell (cloudgpu/batch.py):
+    # create() receives CreateRequest.batch and the lifecycle never connects over SSH.
+    batch: bool = False
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,7 @@ class CreateRequest:
     idempotency_token: str = ""
     user_data: str = ""  # extra boot script (provider-specific injection)
     options: Mapping[str, Any] = field(default_factory=dict)
+    batch: BatchJob | None = None  # the job itself, for Capabilities.batch providers only
 
 
 @dataclass

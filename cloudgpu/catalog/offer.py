@@ -22,6 +22,10 @@ FLAG_GPU_COUNT_CORRECTED = "gpu_count_corrected"  # table disagreed with documen
 FLAG_GPU_MEMORY_CORRECTED = "gpu_memory_corrected"
 FLAG_FRACTIONAL_GPU = "fractional_gpu"  # a share of one GPU (Azure NV*as_v4, NV*ads_A10_v5)
 FLAG_STALE = "stale"  # not stored on offers: the catalog decides it from observed_at
+# No charge within a quota and session limit (Kaggle, Colab's free tier); ``extra`` holds
+# session_hours and weekly_quota_hours (0 = not published). Chosen only when the job's
+# resources.providers names the provider.
+FLAG_FREE_TIER = "free_tier"
 
 # What each price-related flag means, as a report says it next to the price.
 PRICE_FLAG_TEXT = {

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from cloudgpu.batch import BatchJob
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import CapacityError, ProviderError, QuotaError
 from cloudgpu.lifecycle import states
@@ -82,13 +83,18 @@ def provision(
     expires: float,
     excluded: set[str],
     retry: Retry | None = None,
+    batch: BatchJob | None = None,
 ) -> Provisioned:
+    """``batch`` is the job as batch providers take it (cloudgpu/batch.py); the others
+    never see it."""
     round_ = 1
     while True:
         if round_ > 1:
             deps.sink.info(f"round {round_}: trying the ranked offers again")
         try:
-            return _walk(deps, job_id, job, offers, public_key, deadline, expires, excluded)
+            return _walk(
+                deps, job_id, job, offers, public_key, deadline, expires, excluded, batch
+            )
         except _NoCapacity as exc:
             if retry is None or not exc.tried:
                 raise exc.error from None
@@ -117,6 +123,7 @@ def _walk(
     deadline: float | None,
     expires: float,
     excluded: set[str],
+    batch: BatchJob | None = None,
 ) -> Provisioned:
     """One walk down the ranked offers; _NoCapacity when none could be had."""
     tried: list[str] = []
@@ -125,7 +132,7 @@ def _walk(
             continue
         deps.sink.info(f"provisioning {describe_offer(offer)}")
         try:
-            got = _attempt(deps, job_id, job, offer, public_key, deadline, expires)
+            got = _attempt(deps, job_id, job, offer, public_key, deadline, expires, batch)
         except (CapacityError, QuotaError) as exc:
             why = str(exc)
             deps.sink.info(f"  not available: {why}")
@@ -152,6 +159,7 @@ def _attempt(
     public_key: str,
     deadline: float | None,
     expires: float,
+    batch: BatchJob | None = None,
 ) -> Provisioned:
     provider = deps.provider(offer.provider)
     rec_id = f"i-{uuid.uuid4().hex[:10]}"
@@ -172,6 +180,7 @@ def _attempt(
         disk_gb=job.resources.disk_gb,
         deadline=deadline,
         idempotency_token=token,
+        batch=batch if provider.capabilities.batch else None,
     )
     try:
         inst = provider.create(request)
@@ -223,7 +232,9 @@ def wait_running(deps: Deps, got: Provisioned, timeout: float = READY_TIMEOUT_S)
         waited += step
         step = min(step * 1.5, 2.0)
         inst = got.provider.describe(inst.id)
-    if inst.state != InstanceState.RUNNING:
+    # A batch submission may have run to its end before the first poll.
+    ended = got.provider.capabilities.batch and inst.state == InstanceState.STOPPED
+    if inst.state != InstanceState.RUNNING and not ended:
         raise ProviderError(
             f"instance {inst.id} is {inst.state.value}, not running, after {waited:.0f} s",
             provider=got.provider.name,

@@ -21,6 +21,7 @@ from pathlib import Path
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import JobError, LimitExceeded
 from cloudgpu.lifecycle import billing, metrics, states, watch
+from cloudgpu.lifecycle.batch import batch_job, run_batch
 from cloudgpu.lifecycle.bootstrap import INSTANCE_ENV, bootstrap
 from cloudgpu.lifecycle.deps import Deps
 from cloudgpu.lifecycle.provision import Provisioned, Retry, provision
@@ -129,6 +130,7 @@ class JobRun:
                 expires=self.expires,
                 excluded=excluded,
                 retry=self.opts.retry,
+                batch=batch_job(self.job, self.job_id),
             )
             self.deps.store.update_job(
                 self.job_id, provider=got.offer.provider, instance_type=got.offer.instance_type
@@ -172,6 +174,8 @@ class JobRun:
         )
 
     def _on_instance(self, got: Provisioned, resumed: bool) -> int:
+        if got.provider.capabilities.batch:  # no shell: the provider runs the whole job
+            return run_batch(self.deps, got, self.job, self.watcher.stop, self.state)
         self.state(states.BOOTSTRAPPING)
         machine = self._connect(got)
         try:

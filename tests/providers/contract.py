@@ -18,7 +18,8 @@ import uuid
 
 import pytest
 
-from cloudgpu.catalog.offer import MARKETS, Offer
+from cloudgpu.batch import BatchJob
+from cloudgpu.catalog.offer import FLAG_FREE_TIER, MARKETS, Offer
 from cloudgpu.provider import (
     TAG_EXPIRES,
     TAG_JOB,
@@ -58,6 +59,8 @@ class ProviderContract:
             ssh_public_key="",
             idempotency_token=uuid.uuid4().hex,
             deadline=time.time() + 3600,
+            # Batch providers take the job itself; a run long enough to be seen running.
+            batch=BatchJob(job_id=job, setup="", run="sleep 60"),
         )
 
     def wait_running(self, provider: Provider, instance_id: str) -> Instance:
@@ -85,7 +88,10 @@ class ProviderContract:
             assert o.provider == self.provider_name
             assert o.market in MARKETS
             assert o.gpu_count >= 1 and o.gpu
-            assert o.price_per_hour > 0 and math.isfinite(o.price_per_hour)
+            free = FLAG_FREE_TIER in o.flags
+            assert (o.price_per_hour > 0 or free) and math.isfinite(o.price_per_hour)
+            if free:
+                assert o.price_per_hour == 0 and "session_hours" in o.extra
             assert o.gpu_memory_gb > 0
             assert o.vcpus > 0 and o.memory_gb > 0
             assert o.observed_at
@@ -102,7 +108,7 @@ class ProviderContract:
                 assert inst.tags.get(k) == v
             running = self.wait_running(provider, inst.id)
             assert running.state == InstanceState.RUNNING
-            if provider.capabilities.remote:
+            if provider.capabilities.remote and not provider.capabilities.batch:
                 assert running.ssh is not None and running.ssh.host
             found = provider.list_instances({TAG_JOB: req.tags[TAG_JOB]})
             assert [i.id for i in found] == [inst.id]

@@ -1,0 +1,273 @@
+"""The Kaggle provider against a loopback Kaggle API that really runs the pushed kernel.
+
+The contract suite, then `cloudgpu launch` end to end: local data uploaded as a private
+dataset, the job's commands run by the kernel, its log and outputs brought back, and
+everything deleted at teardown; the weekly quota used up, the session limit hit, a job
+failing, a lost SaveKernel answer (one kernel, never two), a body the SDK's types do not
+accept, legacy kaggle.json credentials, and hostile output file names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cloudgpu_providers.kaggle import KaggleProvider
+from cloudgpu_providers.kaggle.runner import OUTPUTS
+
+from cloudgpu.catalog.offer import FLAG_FREE_TIER, Offer
+from cloudgpu.errors import ProviderError
+from cloudgpu.paths import Paths
+from cloudgpu.provider import InstanceState, ProviderContext
+from tests.fixtures.kaggle.server import KEY, TOKEN, USER, FakeKaggle
+from tests.lifecycle.helpers import job_file, main_exit, store
+from tests.providers.contract import ProviderContract
+from tests.providers.lifecycle_kit import write_config
+
+pytest.importorskip("kagglesdk")
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> Iterator[FakeKaggle]:
+    server = FakeKaggle(tmp_path / "kaggle-side")
+    with server:
+        yield server
+
+
+def _ctx(fake: FakeKaggle, paths: Paths, home: Path, **env: str) -> ProviderContext:
+    env = env or {"KAGGLE_API_TOKEN": TOKEN, "KAGGLE_USERNAME": USER}
+    return ProviderContext(
+        config={"api_url": fake.base_url, "backoff_s": 0},
+        paths=paths,
+        env={"HOME": str(home), **env},
+        sleep=lambda s: None,
+    )
+
+
+@pytest.fixture
+def provider(fake: FakeKaggle, paths: Paths, tmp_path: Path) -> KaggleProvider:
+    return KaggleProvider(_ctx(fake, paths, tmp_path))
+
+
+@pytest.fixture
+def offer(provider: KaggleProvider) -> Offer:
+    return next(o for o in provider.offers() if o.instance_type == "NvidiaTeslaT4")
+
+
+class TestKaggleContract(ProviderContract):
+    provider_name = "kaggle"
+    ready_timeout = 30.0
+
+
+def test_free_tier_offers_carry_their_limits(provider: KaggleProvider) -> None:
+    rows = {o.instance_type: o for o in provider.offers()}
+    t4, p100 = rows["NvidiaTeslaT4"], rows["NvidiaTeslaP100"]
+    assert (t4.gpu, t4.gpu_count, p100.gpu, p100.gpu_count) == ("T4", 2, "P100", 1)
+    for o in rows.values():
+        assert o.price_per_hour == 0 and FLAG_FREE_TIER in o.flags
+        assert o.extra["session_hours"] == 12 and o.extra["weekly_quota_hours"] == 30
+
+
+def test_check_reports_the_weekly_quota(provider: KaggleProvider, fake: FakeKaggle) -> None:
+    fake.gpu_used_s = 4.5 * 3600
+    av = provider.check()
+    assert av.enabled and "GPU quota 4.5 of 30.0 h used" in av.reason
+    assert TOKEN not in av.reason
+
+
+def test_legacy_kaggle_json_is_found_and_accepted(
+    fake: FakeKaggle, paths: Paths, tmp_path: Path
+) -> None:
+    (tmp_path / ".kaggle").mkdir()
+    (tmp_path / ".kaggle" / "kaggle.json").write_text(json.dumps({"username": USER, "key": KEY}))
+    provider = KaggleProvider(_ctx(fake, paths, tmp_path, NOTHING="1"))
+    av = provider.availability()
+    assert av.enabled and "file:~/.kaggle/kaggle.json" in av.reason and KEY not in av.reason
+    assert "GPU quota" in provider.check().reason
+    assert fake.requests[-1][2].startswith("Basic ")
+
+
+def test_the_fake_refuses_fields_the_sdk_does_not_have(fake: FakeKaggle) -> None:
+    status, body = fake.rpc(
+        "/v1/kernels.KernelsApiService/SaveKernel", b'{"slug": "a/b", "quantity": 1}', ""
+    )
+    assert status == 400 and body["code"] == 400
+    status, _ = fake.rpc("/v1/kernels.KernelsApiService/SaveKernel", b'{"slug": 5}', "")
+    assert status == 400
+
+
+# -- cloudgpu launch on Kaggle --------------------------------------------------------
+
+JOB = """\
+name: kag
+resources:
+  gpu: T4
+  providers: [kaggle]
+data:
+  - {src: ./dataset, dst: /nvme/data}
+env:
+  GREETING: hello
+run: |
+  echo "$GREETING from kaggle, data: $(cat $CLOUDGPU_NVME/data/shards/*.txt | wc -l) lines"
+  mkdir -p $CLOUDGPU_NVME/out/sub
+  cat $CLOUDGPU_NVME/data/shards/*.txt | sha256sum | cut -c1-16 > $CLOUDGPU_NVME/out/sub/digest.txt
+  %s
+outputs:
+  - {src: /nvme/out, dst: ./results}
+limits:
+  max_runtime: %s
+"""
+
+
+@pytest.fixture
+def launch_env(
+    fake: FakeKaggle, cloudgpu_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    write_config(
+        cloudgpu_home,
+        f'[providers.kaggle]\napi_url = "{fake.base_url}"\nbackoff_s = 0\n'
+        "[providers.local]\nenabled = false\n",
+    )
+    monkeypatch.setenv("KAGGLE_API_TOKEN", TOKEN)
+    monkeypatch.setenv("KAGGLE_USERNAME", USER)
+    shards = tmp_path / "dataset" / "shards"
+    shards.mkdir(parents=True)
+    for i in range(3):
+        (shards / f"{i}.txt").write_text("".join(f"line {i}-{n}\n" for n in range(5)))
+    return tmp_path
+
+
+def _digest(tmp_path: Path) -> str:
+    text = "".join((tmp_path / "dataset" / "shards" / f"{i}.txt").read_text() for i in range(3))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def test_launch_runs_the_job_as_a_kernel_and_cleans_up(
+    launch_env: Path, fake: FakeKaggle, cloudgpu_home: Path
+) -> None:
+    tmp_path = launch_env
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "mine.txt").write_text("kept")  # the user's own file stays
+    job = job_file(tmp_path, JOB % ("", "30m"))
+    code, out, err = main_exit(["launch", str(job), "--yes"])
+    assert code == 0, err
+    assert "hello from kaggle, data: 15 lines" in out
+    assert (tmp_path / "results" / "sub" / "digest.txt").read_text().strip() == _digest(tmp_path)
+    assert (tmp_path / "results" / "mine.txt").read_text() == "kept"
+    assert "no live log on this provider" in err
+    # Everything made on Kaggle is gone; data went up as one private dataset.
+    assert fake.kernels == {} and fake.datasets == {}
+    assert fake.calls().count("SaveKernel") == 1 and "CreateDataset" in fake.calls()
+    (rec,) = store(cloudgpu_home).jobs()
+    assert rec.state == "succeeded"
+    (inst,) = store(cloudgpu_home).instances(rec.id)
+    assert inst.state == "terminated" and inst.provider == "kaggle"
+    log = Path(rec.log_path).read_text()
+    assert TOKEN not in log and TOKEN not in out + err
+
+
+def test_a_failing_job_keeps_its_exit_code_and_log(
+    launch_env: Path, fake: FakeKaggle, cloudgpu_home: Path
+) -> None:
+    job = job_file(launch_env, JOB % ("echo about to fail; exit 3", "30m"))
+    code, out, err = main_exit(["launch", str(job), "--yes"])
+    assert code != 0 and "exit code 3" in err
+    assert "about to fail" in out
+    # Outputs written before the failure still come back.
+    assert (launch_env / "results" / "sub" / "digest.txt").exists()
+    assert fake.kernels == {} and fake.datasets == {}
+
+
+def test_used_up_weekly_quota_fails_over_and_creates_nothing(
+    launch_env: Path, fake: FakeKaggle
+) -> None:
+    fake.gpu_used_s = fake.gpu_total_s
+    job = job_file(launch_env, JOB % ("", "30m"))
+    code, _out, err = main_exit(["launch", str(job), "--yes"])
+    assert code != 0
+    assert "weekly GPU quota used up (30.0 of 30.0 h)" in err
+    assert "SaveKernel" not in fake.calls() and fake.kernels == {} and fake.datasets == {}
+
+
+def test_the_run_is_stopped_before_the_session_limit(
+    launch_env: Path, fake: FakeKaggle, cloudgpu_home: Path
+) -> None:
+    # A 4-second session: the runner stops the run a tenth of it before the end, so the
+    # outputs are still saved and the status says why.
+    write_config(
+        cloudgpu_home,
+        f'[providers.kaggle]\napi_url = "{fake.base_url}"\nbackoff_s = 0\n'
+        "session_hours = 0.00111\n[providers.local]\nenabled = false\n",
+    )
+    job = job_file(launch_env, JOB % ("sleep 30", "30m"))
+    code, _out, err = main_exit(["launch", str(job), "--yes"])
+    assert code == 124, err
+    assert "stopped at the provider's session limit" in err
+    assert (launch_env / "results" / "sub" / "digest.txt").exists()
+    assert fake.kernels == {}
+
+
+def test_kaggle_killing_the_session_is_reported(
+    launch_env: Path, fake: FakeKaggle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = job_file(launch_env, JOB % ("sleep 30", "30m"))
+    original = fake._SaveKernel
+
+    def short_session(req):  # type: ignore[no-untyped-def]
+        req.session_timeout_seconds = 1
+        return original(req)
+
+    monkeypatch.setattr(fake, "_SaveKernel", short_session)
+    code, _out, err = main_exit(["launch", str(job), "--yes"])
+    assert code != 0
+    assert "without a result: Your notebook exceeded its session time limit" in err, err
+    assert fake.kernels == {} and fake.datasets == {}
+
+
+def test_a_lost_save_answer_does_not_push_twice(
+    provider: KaggleProvider, offer: Offer, fake: FakeKaggle
+) -> None:
+    fake.drop_answer_once.add("SaveKernel")
+    req = TestKaggleContract().request(offer)
+    inst = provider.create(req)
+    try:
+        assert fake.calls().count("SaveKernel") == 1
+        assert list(fake.kernels) == [inst.id]
+    finally:
+        provider.terminate(inst.id)
+    assert provider.describe(inst.id).state == InstanceState.TERMINATED
+
+
+def test_hostile_output_names_write_nothing_outside(
+    provider: KaggleProvider, offer: Offer, fake: FakeKaggle, tmp_path: Path
+) -> None:
+    inst = provider.create(TestKaggleContract().request(offer))
+    try:
+        k = fake.kernels[inst.id]
+        provider.describe(inst.id)
+        provider.describe(inst.id)  # queued, then started
+        assert k.proc is not None
+        k.proc.kill()
+        k.proc.wait()
+        evil = k.root / "working" / OUTPUTS / "nvme" / "out"
+        evil.mkdir(parents=True)
+        (evil / "ok.txt").write_text("fine")
+        outside = tmp_path / "outside.txt"
+        original = fake._ListKernelSessionOutput
+
+        def hostile(req):  # type: ignore[no-untyped-def]
+            status, answer = original(req)
+            url = answer["files"][0]["url"] if answer["files"] else ""
+            answer["files"].append({"url": url, "fileName": f"{OUTPUTS}/nvme/out/../../../x"})
+            return status, answer
+
+        fake._ListKernelSessionOutput = hostile  # type: ignore[method-assign]
+        dest = tmp_path / "dest"
+        with pytest.raises(ProviderError, match="unsafe output name"):
+            provider.fetch_output(inst, "/nvme/out", dest)
+        assert not outside.exists() and not (tmp_path / "x").exists()
+    finally:
+        provider.terminate(inst.id)
