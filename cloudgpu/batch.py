@@ -42,6 +42,9 @@ class BatchJob:
     outputs: tuple[str, ...] = ()  # instance paths whose trees come back
     checkpoint: str = ""  # instance path of the checkpoint dir, "" for none
     timeout_s: float | None = None  # the job's max_runtime, if any
+    # The submission (instance id) whose saved checkpoint this one starts from: a job
+    # longer than the provider's session limit continues in a next session.
+    resume_from: str = ""
 
 
 @dataclass(frozen=True)

@@ -124,9 +124,13 @@ OFFER_COLUMNS: tuple[Column, ...] = (
 )
 
 
-def spec_record(spec: GpuSpec, cheapest: dict[str, tuple[float, str, bool]]) -> dict[str, Any]:
+def spec_record(
+    spec: GpuSpec,
+    cheapest: dict[str, tuple[float, str, bool]],
+    free: Sequence[str] = (),
+) -> dict[str, Any]:
     """JSON object of one GPU spec plus its cheapest $/GPU-hour per market (and whether
-    that price is stale)."""
+    that price is stale), and the providers that offer it in a free tier."""
     od, spot = cheapest.get("on_demand"), cheapest.get("spot")
     return {
         "name": spec.name,
@@ -149,6 +153,8 @@ def spec_record(spec: GpuSpec, cheapest: dict[str, tuple[float, str, bool]]) -> 
         "cheapest_spot_provider": spot[1] if spot else None,
         "cheapest_on_demand_stale": od[2] if od else None,
         "cheapest_spot_stale": spot[2] if spot else None,
+        # Providers with a free tier for it (Kaggle, Colab), e.g. "colab,kaggle"; None.
+        "free_tier": ",".join(free) if free else None,
         "aliases": list(spec.aliases),
         "source": spec.source,
         "date": spec.date,
@@ -181,6 +187,7 @@ SPEC_COLUMNS: tuple[Column, ...] = (
     Column("BUY_$", "purchase_usd", _gb, True),
     Column("ON-DEMAND $/GPU-H", "*od", _with_provider("on_demand")),
     Column("SPOT $/GPU-H", "*spot", _with_provider("spot")),
+    Column("FREE", "free_tier", lambda v: v or "-"),
 )
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from cloudgpu.catalog.gpus import GpuRegistry
-from cloudgpu.catalog.offer import Offer
+from cloudgpu.catalog.offer import FLAG_FREE_TIER, Offer
 from cloudgpu.errors import CatalogError, ConfigError
 
 SORTS = ("price", "gpu-hour", "perf-per-dollar", "memory-per-dollar")
@@ -67,6 +67,9 @@ class OfferQuery:
     cheapest_per: str | None = None  # "gpu" | "provider" | "region"
     limit: int | None = None
     include_non_gpu: bool = False  # ASICs, FPGAs and TPUs; also on when --gpu names one
+    # Free tiers (Kaggle, Colab): True = only them; False = left out unless --provider
+    # names them (they are not rentable machines and would top every price sort).
+    free: bool = False
     extra_filters: tuple[tuple[str, Callable[[Offer], bool]], ...] = field(default=())
 
 
@@ -163,6 +166,10 @@ def build_steps(q: OfferQuery, registry: GpuRegistry) -> list[Step]:
     if q.market:
         market = q.market
         steps.append((f"--{market.replace('_', '-')}", lambda o: o.market == market))
+    if q.free:
+        steps.append(("--free", lambda o: FLAG_FREE_TIER in o.flags))
+    elif not q.providers:
+        steps.append(("paid offers (add --free)", lambda o: FLAG_FREE_TIER not in o.flags))
     if q.providers:
         provs = frozenset(q.providers)
         steps.append((f"--provider {','.join(q.providers)}", lambda o: o.provider in provs))

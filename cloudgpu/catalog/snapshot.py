@@ -41,6 +41,9 @@ class OfferFile:
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> rows skipped
     price_source: str = ""  # default Offer.price_source of the rows; "" = ``source``
     total: int = -1  # rows in the file (offers may hold fewer when read with a GPU filter)
+    # Limits every row shares, kept in each Offer's extra (a free tier's session_hours and
+    # weekly_quota_hours); empty for priced clouds.
+    limits: dict[str, float] = field(default_factory=dict)
 
     @property
     def default_price_source(self) -> str:
@@ -72,6 +75,8 @@ def dump(data: OfferFile) -> str:
         "columns": list(COLUMNS),
         "count": len(data.offers),
     }
+    if data.limits:
+        head["limits"] = data.limits
     lines = [json.dumps(head)[:-1] + ', "rows": [']
     rows = [
         json.dumps(_row(o, data.observed_at, data.default_price_source), separators=(",", ":"))
@@ -116,6 +121,11 @@ def read(path: Path, gpus: Collection[str] | None = None) -> OfferFile:
     _check_head(doc, path)
     provider, default_obs = doc["provider"], doc["observed_at"]
     default_src = doc.get("price_source") or doc["source"]
+    limits = doc.get("limits") or {}
+    if not isinstance(limits, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in limits.values()
+    ):
+        raise CatalogError(f"{path}: 'limits' must map names to numbers")
     offers = []
     try:
         for row in doc["rows"]:
@@ -145,6 +155,7 @@ def read(path: Path, gpus: Collection[str] | None = None) -> OfferFile:
                     row[13] or default_src,
                     row[14] or default_obs,
                     tuple(row[15]),
+                    dict(limits),
                 )
             )
     except (TypeError, ValueError) as exc:
@@ -158,4 +169,5 @@ def read(path: Path, gpus: Collection[str] | None = None) -> OfferFile:
         skipped=dict(doc.get("skipped") or {}),
         price_source=default_src,
         total=len(doc["rows"]),
+        limits=dict(limits),
     )

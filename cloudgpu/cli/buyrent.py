@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +32,7 @@ from cloudgpu.costs import (
     rent_options,
     resolve_inputs,
 )
+from cloudgpu.costs.free import FreeTierFit, free_tier_fits
 from cloudgpu.errors import ConfigError
 from cloudgpu.reports.buyrent import buyrent_report
 from cloudgpu.reports.model import Report
@@ -80,6 +81,7 @@ class Computed:
     catalog_source: str
     catalog_date: str
     history: tuple[list[HistoryRow], float] | None
+    free: list[FreeTierFit] = field(default_factory=list)
 
 
 def compute(app: App, params: dict[str, Any], now: float | None = None) -> Computed:
@@ -101,7 +103,8 @@ def compute(app: App, params: dict[str, Any], now: float | None = None) -> Compu
     history = None
     if params.get("from_history"):
         history = _history(app, registry, params, inputs, hw, now)
-    return Computed(analyse(hw, inputs, options), source, date, history)
+    free = free_tier_fits(offers, spec.name, params["count"], inputs.utilization)
+    return Computed(analyse(hw, inputs, options), source, date, history, free)
 
 
 def _history(
@@ -160,6 +163,7 @@ def json_doc(c: Computed) -> dict[str, Any]:
     doc = c.result.to_dict()
     doc["rent_source"] = c.catalog_source
     doc["rent_observed"] = c.catalog_date
+    doc["free_tiers"] = [f.to_dict() for f in c.free]
     if c.history is not None:
         doc["history"] = {
             "days": round(c.history[1], 3),
@@ -184,6 +188,8 @@ def buy_vs_rent(as_json: bool, **params: Any) -> None:
     click.echo(report.summary[0])
     for line in report.summary[1:]:
         click.echo(line)
+    for fit in computed.free:
+        click.echo(fit.line())
     wanted = ("options", "history", "owned", "sens_years", "sens_power", "inputs")
     for table_id in wanted:
         for table in report.tables:

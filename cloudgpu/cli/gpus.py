@@ -14,6 +14,7 @@ import click
 from cloudgpu.catalog.gpus import GpuRegistry, GpuSpec, load_registry
 from cloudgpu.catalog.offer import (
     FLAG_FRACTIONAL_GPU,
+    FLAG_FREE_TIER,
     FLAG_SPOT_ABOVE_ON_DEMAND,
     FLAG_UNKNOWN_GPU,
     Offer,
@@ -36,7 +37,7 @@ def cheapest_per_gpu(
     """Lowest $/GPU-hour per GPU and market; flagged-odd prices do not count as cheapest
     (an unknown GPU has no row; a spot price above on-demand is no real spot price; a
     share of one GPU is not a GPU-hour)."""
-    skip = {FLAG_UNKNOWN_GPU, FLAG_SPOT_ABOVE_ON_DEMAND, FLAG_FRACTIONAL_GPU}
+    skip = {FLAG_UNKNOWN_GPU, FLAG_SPOT_ABOVE_ON_DEMAND, FLAG_FRACTIONAL_GPU, FLAG_FREE_TIER}
     best: Cheapest = {}
     for o in offers:
         if skip.intersection(o.flags):
@@ -47,6 +48,15 @@ def cheapest_per_gpu(
         if cur is None or price < cur[0]:
             per_market[o.market] = (price, o.provider, is_stale(o))
     return best
+
+
+def free_tiers(offers: Iterable[Offer]) -> dict[str, list[str]]:
+    """GPU -> providers that offer it in a free tier (a quota, not a price)."""
+    out: dict[str, set[str]] = {}
+    for o in offers:
+        if FLAG_FREE_TIER in o.flags:
+            out.setdefault(o.gpu, set()).add(o.provider)
+    return {gpu: sorted(p) for gpu, p in out.items()}
 
 
 def select_specs(registry: GpuRegistry, names: tuple[str, ...], include_all: bool) -> list[GpuSpec]:
@@ -60,6 +70,7 @@ def select_specs(registry: GpuRegistry, names: tuple[str, ...], include_all: boo
 @click.argument("names", nargs=-1)
 @click.option("--provider", multiple=True, help="Prices from these providers only.")
 @click.option("--priced", is_flag=True, help="Only GPUs that some provider offers.")
+@click.option("--free", is_flag=True, help="Only GPUs that a free tier offers (Kaggle, Colab).")
 @click.option("--all-accelerators", is_flag=True, help="Include TPUs, Inferentia, FPGAs...")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV.")
@@ -75,9 +86,12 @@ def gpus(names: tuple[str, ...], **opts: Any) -> None:
     specs = select_specs(registry, names, opts["all_accelerators"])
     catalog = load_for(get_app(), split_list(opts["provider"]), None)
     cheapest = cheapest_per_gpu(catalog.offers, catalog.is_stale)
-    records = [spec_record(s, cheapest.get(s.name, {})) for s in specs]
+    free = free_tiers(catalog.offers)
+    records = [spec_record(s, cheapest.get(s.name, {}), free.get(s.name, ())) for s in specs]
     if opts["priced"]:
-        records = [r for r in records if _priced(r)]
+        records = [r for r in records if _priced(r) or r["free_tier"]]
+    if opts["free"]:
+        records = [r for r in records if r["free_tier"]]
     records.sort(key=lambda r: (r["vendor"], r["family"], -r["memory_gb"], r["name"]))
     click.echo(render(records, fmt, SPEC_COLUMNS))
 

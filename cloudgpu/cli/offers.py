@@ -21,7 +21,7 @@ from cloudgpu.catalog.catalog import (
     load_catalog,
 )
 from cloudgpu.catalog.gpus import load_registry
-from cloudgpu.catalog.offer import Offer
+from cloudgpu.catalog.offer import FLAG_FREE_TIER, Offer
 from cloudgpu.catalog.present import OFFER_COLUMNS, OFFER_KEYS, offer_record, render
 from cloudgpu.catalog.query import (
     GROUPINGS,
@@ -174,6 +174,7 @@ def build_query(opts: dict[str, Any]) -> OfferQuery:
         cheapest_per=opts["cheapest_per"],
         limit=None if limit == 0 else limit,
         include_non_gpu=opts["all_accelerators"],
+        free=opts["free"],
     )
 
 
@@ -189,6 +190,10 @@ def build_query(opts: dict[str, Any]) -> OfferQuery:
 @click.option("--provider", multiple=True, help="Only these providers (repeat or comma-separate).")
 @click.option("--region", multiple=True, help="Region or zone glob, e.g. 'us-*' (repeatable).")
 @click.option("--max-price", type=float, help="At most this many USD per instance-hour.")
+@click.option(
+    "--free", is_flag=True,
+    help="Only free tiers (Kaggle, Colab): $0 within session and weekly quota limits.",
+)  # fmt: skip
 @click.option("--sort", type=click.Choice(SORTS), default="price", show_default=True)
 @click.option("--cheapest-per", type=click.Choice(GROUPINGS), help="Keep the best offer per group.")
 @click.option(
@@ -234,8 +239,24 @@ def offers(**opts: Any) -> None:
     click.echo(render(records, fmt, OFFER_COLUMNS, OFFER_KEYS))
     if fmt in ("table", "markdown"):
         click.echo(_footer(catalog, records, set(app.registry.names()), more), err=True)
+        limits = free_tier_limits(rows)
+        if limits:
+            click.echo(limits, err=True)
     elif more:
         click.echo(f"note: first {shown} rows (--limit); --limit 0 prints all", err=True)
+
+
+def free_tier_limits(rows: list[Offer]) -> str:
+    """One line on what $0 means for the free-tier rows shown: their session and quota."""
+    seen: dict[str, str] = {}
+    for o in rows:
+        if FLAG_FREE_TIER not in o.flags or o.provider in seen:
+            continue
+        session = o.extra.get("session_hours") or 0
+        quota = o.extra.get("weekly_quota_hours") or 0
+        week = f"{quota:g} GPU-h/week" if quota else "no published weekly quota"
+        seen[o.provider] = f"{o.provider}: sessions of at most {session:g} h, {week}"
+    return ("Free tiers: " + "; ".join(seen.values())) if seen else ""
 
 
 def _footer(

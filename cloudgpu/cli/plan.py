@@ -57,6 +57,7 @@ def candidate_json(c: Candidate) -> dict[str, Any]:
         "calibration": c.calibration,
         "reason": c.reason,
         "fix": c.fix,
+        "note": c.note,
     }
 
 
@@ -176,6 +177,8 @@ def _best_notes(best: Candidate) -> list[str]:
         )
     if best.calibration:
         out.append(f"#1 speed {best.calibration}")
+    if best.note:
+        out.append(f"#1 {best.note}")
     return out
 
 
@@ -192,7 +195,27 @@ def render_plan(p: Plan, limit: int) -> str:
     out += render_rejected(p, limit)
     if p.needs:
         out.append(p.needs)
+    out += render_free(p)
     return "\n".join(out)
+
+
+def render_free(p: Plan) -> list[str]:
+    """Free tiers the job would fit if it named them (never chosen without that)."""
+    lines = []
+    for c in p.free[:3]:
+        hours = f"~{c.est_hours:,.1f} h, " if c.est_hours is not None else ""
+        note = c.note.removeprefix("free tier: ") or "fits"
+        lines.append(
+            f"  {c.offer.provider} {c.offer.instance_type} ({_gpu_config(c)}): $0, {hours}{note}"
+        )
+    if lines:
+        names = sorted({c.offer.provider for c in p.free})
+        lines.insert(
+            0,
+            f"Also fits a free tier (add {' or '.join(names)} to resources.providers; "
+            "`cloudgpu check` says which can run jobs):",
+        )
+    return lines
 
 
 def emit(p: Plan, as_json: bool, limit: int, all_rows: bool) -> None:

@@ -102,6 +102,7 @@ def rent_options(
 
 def nearest_offers(offers: list[Offer], gpu: str, count: int, limit: int = 3) -> str:
     """A short list of what the catalog does have: same GPU at other counts first."""
+    offers = [o for o in offers if o.price_per_hour > 0]  # free tiers are not rentals
     same_gpu = sorted(
         (o for o in offers if o.gpu == gpu),
         key=lambda o: (abs(o.gpu_count - count), o.price_per_gpu_hour),

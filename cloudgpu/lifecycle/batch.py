@@ -30,6 +30,10 @@ from cloudgpu.remote.machine import EXIT_STOPPED
 from cloudgpu.spec.model import JobSpec
 
 POLL_S = 5.0  # the slowest status poll; the first ones come faster (short runs, tests)
+MAX_SESSIONS = 20  # sessions one job may chain through its checkpoint
+
+# Provisions the next session of the same offer, starting from the given one's checkpoint.
+NextSession = Callable[[Provisioned], Provisioned]
 
 
 def batch_job(job: JobSpec, job_id: str) -> BatchJob:
@@ -71,23 +75,35 @@ def run_batch(
     job: JobSpec,
     stop: threading.Event,
     set_state: Callable[[str], None],
+    next_session: NextSession | None = None,
     poll_s: float = POLL_S,
 ) -> int:
-    """Wait for the run, show its log, collect its outputs; return its exit status."""
+    """Wait for the run, show its log, collect its outputs; return its exit status.
+
+    A run the provider stopped at its session limit continues in a next session from
+    its checkpoint (``next_session``), when the job has one; outputs come from the last.
+    """
     set_state(states.RUNNING)
-    deps.sink.info(
-        f"run: submitted to {got.offer.provider} as {got.instance.id}; "
-        "its log arrives when the run ends (no live log on this provider)"
-    )
-    inst = wait_ended(deps, got, stop, poll_s)
-    if stop.is_set():
-        return EXIT_STOPPED
-    provider = cast(BatchProvider, got.provider)
-    if inst.state.is_gone:
-        deps.sink.info(f"{inst.id} is gone: its log and outputs went with it")
-        return 1
-    result = provider.batch_result(inst)
-    _show(deps, result)
+    for session in range(1, MAX_SESSIONS + 1):
+        deps.sink.info(
+            f"run: submitted to {got.offer.provider} as {got.instance.id}"
+            f"{f' (session {session})' if session > 1 else ''}; "
+            "its log arrives when the run ends (no live log on this provider)"
+        )
+        inst = wait_ended(deps, got, stop, poll_s)
+        if stop.is_set():
+            return EXIT_STOPPED
+        if inst.state.is_gone:
+            deps.sink.info(f"{inst.id} is gone: its log and outputs went with it")
+            return 1
+        provider = cast(BatchProvider, got.provider)
+        result = provider.batch_result(inst)
+        _show(deps, result)
+        if not (result.timed_out and job.checkpoint and next_session):
+            break
+        deps.sink.info(f"continuing from the checkpoint in session {session + 1}")
+        got.instance = inst
+        got = next_session(got)
     if job.outputs:
         set_state(states.COLLECTING)
         for out in job.outputs:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cloudgpu.catalog.offer import Offer
@@ -160,6 +160,23 @@ class JobRun:
         self.deps.sink.info(f"re-provisioning without {got.offer.key}")
         self.watcher.reset()
 
+    def _next_session(self, previous: Provisioned) -> Provisioned:
+        """A batch job's next session: the same offer, starting from ``previous``'s
+        saved checkpoint (its record stays until teardown: the new one reads from it)."""
+        got = provision(
+            self.deps,
+            self.job_id,
+            self.job,
+            [previous.offer],
+            public_key=self.public_key,
+            deadline=self.deadline,
+            expires=self.expires,
+            excluded=set(),
+            batch=replace(batch_job(self.job, self.job_id), resume_from=previous.instance.id),
+        )
+        self.watcher.watch(got)
+        return got
+
     def _connect(self, got: Provisioned) -> Machine:
         def pinned(label: str, fp: str) -> None:
             self.deps.sink.info(f"host key of {label} pinned on first use: {fp}")
@@ -175,7 +192,9 @@ class JobRun:
 
     def _on_instance(self, got: Provisioned, resumed: bool) -> int:
         if got.provider.capabilities.batch:  # no shell: the provider runs the whole job
-            return run_batch(self.deps, got, self.job, self.watcher.stop, self.state)
+            return run_batch(
+                self.deps, got, self.job, self.watcher.stop, self.state, self._next_session
+            )
         self.state(states.BOOTSTRAPPING)
         machine = self._connect(got)
         try:

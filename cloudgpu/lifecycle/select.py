@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cloudgpu.catalog.gpus import GpuRegistry
-from cloudgpu.catalog.offer import Offer
+from cloudgpu.catalog.offer import FLAG_FREE_TIER, Offer
 from cloudgpu.errors import ConfigError
 from cloudgpu.spec.model import GpuRequest, JobSpec, Resources
 
@@ -47,6 +47,8 @@ def _gpu_names(res: Resources, gpus: GpuRegistry) -> frozenset[str] | None:
 def shortfalls(res: Resources, o: Offer, wanted: frozenset[str] | None) -> list[str]:
     """Why ``o`` does not fit; empty when it does."""
     out: list[str] = []
+    if FLAG_FREE_TIER in o.flags and o.provider not in res.providers:
+        out.append(f"free tier: list {o.provider} in resources.providers to use it")
     if res.providers and o.provider not in res.providers:
         out.append(f"provider {o.provider} not in {', '.join(res.providers)}")
     if res.regions and not any(fnmatch.fnmatch(o.region, r) for r in res.regions):

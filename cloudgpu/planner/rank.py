@@ -43,6 +43,7 @@ from cloudgpu.planner.overhead import (
     stall_fraction,
 )
 from cloudgpu.planner.select import compile_requirements
+from cloudgpu.planner.sessions import is_free_tier, session_plan
 from cloudgpu.planner.workload import Workload, parse_workload
 from cloudgpu.spec.model import JobSpec, Limits
 
@@ -70,6 +71,7 @@ class Candidate:
     spot_penalty_hours: float = 0.0
     tokens_per_s: float | None = None  # average over the run, data stalls included
     calibration: str = ""  # "calibrated from N runs ..." when the user's runs corrected it
+    note: str = ""  # e.g. a free tier's sessions and weeks of quota
 
     @property
     def gpu_count(self) -> int:
@@ -84,6 +86,8 @@ class Plan:
     summary: str = ""
     needs: str = ""  # what would fit when nothing does
     workload: Workload | None = None
+    # Free tiers the job fits but does not name (Kaggle, Colab): shown beside the plan.
+    free: list[Candidate] = field(default_factory=list)
 
     @property
     def best(self) -> Candidate | None:
@@ -113,6 +117,7 @@ class _Context:
     runs: RunHistory
     data_bytes: float
     num_nodes: int
+    has_checkpoint: bool = False
     shapes: dict[tuple[str, float, int, float], ShapeEstimate] = field(default_factory=dict)
     fixes: dict[tuple[float, int], str] = field(default_factory=dict)
     memory: MemoryCache = field(default_factory=dict)
@@ -212,9 +217,22 @@ def _candidate(ctx: _Context, missing: str, offer: Offer, limits: Limits) -> Can
     if ctx.w is None:
         return Candidate(offer, True, "", ctx.num_nodes, price_per_hour=price)
     cand = _costed(ctx, offer, ctx.shape_estimate(offer))
+    if cand.fits and is_free_tier(offer) and cand.est_hours is not None:
+        _apply_sessions(cand, ctx.has_checkpoint)
     if cand.fits:
         _apply_limits(cand, limits)
     return cand
+
+
+def _apply_sessions(cand: Candidate, has_checkpoint: bool) -> None:
+    """A free tier runs in sessions of limited length: split only through a checkpoint."""
+    assert cand.est_hours is not None
+    chain = session_plan(cand.offer, cand.est_hours, has_checkpoint)
+    if not chain.fits:
+        cand.fits, cand.reason = False, chain.reason
+        return
+    cand.est_hours += chain.extra_hours
+    cand.note = chain.note
 
 
 def _apply_limits(cand: Candidate, limits: Limits) -> None:
@@ -261,7 +279,13 @@ def plan(
     w = workload_of(job)
     size = float(data_bytes) if data_bytes is not None else (w.data_size if w else 0.0)
     ctx = _Context(
-        w, registry, history or StartupHistory(), runs or RunHistory(), size, max(1, job.num_nodes)
+        w,
+        registry,
+        history or StartupHistory(),
+        runs or RunHistory(),
+        size,
+        max(1, job.num_nodes),
+        bool(job.checkpoint),
     )
     reqs = compile_requirements(job.resources, registry, needs_gpu=w is not None)
     fitting: list[Candidate] = []
@@ -272,12 +296,34 @@ def plan(
         (fitting if cand.fits else rejected).append(cand)
     effective = objective if w is not None else "hourly"
     fitting.sort(key=lambda c: _sort_key(effective, c))
+    free = _unnamed_free_tiers(ctx, job, offers, rejected, registry)
     rejected.sort(key=lambda c: (c.price_per_hour, c.offer.key))
-    result = Plan(fitting, rejected, objective, workload=w)
+    result = Plan(fitting, rejected, objective, workload=w, free=free)
     result.summary = _summary(result, len(offers), effective)
     if not fitting and w is not None:
         result.needs = _nothing_fits(w, rejected, offers, registry, max_cost, job.limits)
     return result
+
+
+def _unnamed_free_tiers(
+    ctx: _Context,
+    job: JobSpec,
+    offers: Sequence[Offer],
+    rejected: Sequence[Candidate],
+    registry: GpuRegistry,
+) -> list[Candidate]:
+    """Free-tier offers turned away only because the job does not name their provider:
+    judged as if it did, so the plan can say "this also fits Kaggle's free T4s"."""
+    turned_away = [c.offer for c in rejected if c.reason.startswith("free tier:")]
+    if not turned_away:
+        return []
+    named = tuple(dict.fromkeys([*job.resources.providers, *(o.provider for o in turned_away)]))
+    relaxed = compile_requirements(
+        replace(job.resources, providers=named), registry, needs_gpu=ctx.w is not None
+    )
+    out = [_candidate(ctx, relaxed.reason(o), o, job.limits) for o in turned_away]
+    fits = [c for c in out if c.fits]
+    return sorted(fits, key=lambda c: (c.est_hours or 0.0, c.offer.key))
 
 
 def _nothing_fits(
@@ -299,6 +345,10 @@ def _nothing_fits(
             f" ({low.offer.provider} {low.offer.instance_type}), exceeds limits.max_cost"
             f" ${max_cost:,.2f}"
         )
+    chained = [c for c in costed if "free-tier sessions" in c.reason]
+    if chained and not any(c.fits for c in rejected):
+        first = min(chained, key=lambda c: (c.est_hours or 0.0, c.offer.key))
+        return f"{first.offer.provider} {first.offer.instance_type} {first.reason}"
     too_slow = [c for c in costed if "limits.max_runtime" in c.reason]
     if too_slow and limits.max_runtime_s is not None:
         fast = min(too_slow, key=lambda c: (c.est_hours or 0.0, c.offer.key))

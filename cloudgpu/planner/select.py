@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cloudgpu.catalog.gpus import GpuRegistry
-from cloudgpu.catalog.offer import Offer
+from cloudgpu.catalog.offer import FLAG_FREE_TIER, Offer
 from cloudgpu.spec.model import GpuRequest, Resources
 
 # Catalog memory figures are snapped to the nearest known size (REFERENCE.md s1: within
@@ -124,6 +124,17 @@ def _place_checks(res: Resources) -> list[Check]:
     return checks
 
 
+def _free_tier_check(res: Resources) -> Check:
+    """A free tier (Kaggle, Colab) runs under quotas and session limits the user must
+    accept: it is chosen only when the job names its provider."""
+    named = set(res.providers)
+    return lambda o: (
+        f"free tier: list {o.provider} in resources.providers to use it"
+        if FLAG_FREE_TIER in o.flags and o.provider not in named
+        else ""
+    )
+
+
 def compile_requirements(
     res: Resources, registry: GpuRegistry, *, needs_gpu: bool = False
 ) -> Requirements:
@@ -133,6 +144,7 @@ def compile_requirements(
     "some GPU"; without one an omitted ``gpu:`` accepts any machine (as the lifecycle's
     fallback ranking does)."""
     checks = [
+        _free_tier_check(res),
         *_place_checks(res),
         *_market_checks(res),
         *_gpu_checks(res, registry, needs_gpu),

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from cloudgpu.catalog.offer import FLAG_FREE_TIER, Offer
+from cloudgpu.catalog.snapshot import OfferFile
 from cloudgpu.errors import ConfigError
 from cloudgpu.provider import (
     Availability,
@@ -51,6 +52,42 @@ PAID_TIERS: tuple[tuple[str, float, int], ...] = (
     ("Colab Pro+", 49.99, 500),
 )
 USD_PER_COMPUTE_UNIT = 9.99 / 100
+LIMITS = {"session_hours": 12.0, "weekly_quota_hours": 0.0}
+
+
+def free_offers() -> list[Offer]:
+    return [
+        Offer(
+            provider=PROVIDER,
+            instance_type="free-T4",
+            region="colab",
+            zone="",
+            market="on_demand",
+            gpu="T4",
+            gpu_count=1,
+            gpu_memory_gb=16.0,
+            vcpus=2,
+            memory_gb=12.7,
+            price_per_hour=0.0,
+            price_source=SOURCE,
+            observed_at=OBSERVED,
+            flags=(FLAG_FREE_TIER,),
+            extra=dict(LIMITS),
+        )
+    ]
+
+
+def offer_file() -> OfferFile:
+    """The row as the bundled catalog keeps it (tools/free_tiers.py writes it)."""
+    return OfferFile(
+        provider=PROVIDER,
+        source=SOURCE,
+        observed_at=OBSERVED,
+        offers=free_offers(),
+        origin={"checked": OBSERVED[:10]},
+        price_source=SOURCE,
+        limits=dict(LIMITS),
+    )
 
 
 class ColabProvider(Provider):
@@ -61,25 +98,7 @@ class ColabProvider(Provider):
         return Availability(False, NO_API)
 
     def offers(self) -> list[Offer]:
-        return [
-            Offer(
-                provider=PROVIDER,
-                instance_type="free-T4",
-                region="colab",
-                zone="",
-                market="on_demand",
-                gpu="T4",
-                gpu_count=1,
-                gpu_memory_gb=16.0,
-                vcpus=2,
-                memory_gb=12.7,
-                price_per_hour=0.0,
-                price_source=SOURCE,
-                observed_at=OBSERVED,
-                flags=(FLAG_FREE_TIER,),
-                extra={"session_hours": 12.0, "weekly_quota_hours": 0.0, "launch": "manual"},
-            )
-        ]
+        return free_offers()
 
     def create(self, request: CreateRequest) -> Instance:
         raise ConfigError(NO_API)

@@ -205,13 +205,15 @@ class KaggleProvider(Provider):
         save.slug = ref
         save.new_title = slug  # Kaggle derives the slug from the title: keep them equal
         session_s = self._session_s()
-        save.text = kernel.source(kernel.spec(job, data, session_s))
+        save.text = kernel.source(kernel.spec(job, data, session_s, job.resume_from))
         save.language = "python"
         save.kernel_type = "script"
         save.is_private = True
         save.enable_gpu = True
         save.enable_internet = bool(self.ctx.config.get("enable_internet", True))
         save.dataset_data_sources = sorted({d["dataset"] for d in data})
+        if job.resume_from:  # the previous session's output (its checkpoint) as an input
+            save.kernel_data_sources = [job.resume_from]
         save.machine_shape = tiers.machine_shape(request.offer.instance_type)
         limit = min(job.timeout_s or session_s, session_s)
         save.session_timeout_seconds = max(1, round(limit))

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cloudgpu.catalog.offer import FLAG_FREE_TIER, Offer
+from cloudgpu.catalog.snapshot import OfferFile
 
 PROVIDER = "kaggle"
 OBSERVED = "2026-12-01T00:00:00Z"  # when the figures below were last checked
@@ -75,7 +76,7 @@ def free_offers() -> list[Offer]:
             price_source=SOURCE,
             observed_at=OBSERVED,
             flags=(FLAG_FREE_TIER,),
-            extra={**limits(), "source": SOURCE},
+            extra=limits(),
         )
         for a in ACCELERATORS
     ]
@@ -84,3 +85,16 @@ def free_offers() -> list[Offer]:
 def machine_shape(instance_type: str) -> str:
     """The accelerator to ask for; an unknown offer name is refused by Kaggle itself."""
     return instance_type
+
+
+def offer_file() -> OfferFile:
+    """The rows as the bundled catalog keeps them (tools/free_tiers.py writes it)."""
+    return OfferFile(
+        provider=PROVIDER,
+        source=f"{SOURCE}; Kaggle/kaggle-api docs/kernels.md accelerators (Feb 2026)",
+        observed_at=OBSERVED,
+        offers=free_offers(),
+        origin={"checked": OBSERVED[:10]},
+        price_source=SOURCE,
+        limits=limits(),
+    )

@@ -271,3 +271,44 @@ def test_hostile_output_names_write_nothing_outside(
         assert not outside.exists() and not (tmp_path / "x").exists()
     finally:
         provider.terminate(inst.id)
+
+
+RESUMABLE = """\
+name: kag-long
+resources:
+  gpu: T4
+  providers: [kaggle]
+checkpoint: /nvme/ckpt
+run: |
+  mkdir -p $CLOUDGPU_CHECKPOINT
+  n=$(cat $CLOUDGPU_CHECKPOINT/step 2>/dev/null || echo 0); n=$((n+1))
+  echo $n > $CLOUDGPU_CHECKPOINT/step
+  echo "session run $n"
+  if [ $n -lt 3 ]; then sleep 60; fi
+  mkdir -p $CLOUDGPU_NVME/out && echo "finished after $n" > $CLOUDGPU_NVME/out/done.txt
+outputs:
+  - {src: /nvme/out, dst: ./results}
+"""
+
+
+def test_a_job_longer_than_a_session_continues_from_its_checkpoint(
+    launch_env: Path, fake: FakeKaggle, cloudgpu_home: Path
+) -> None:
+    write_config(
+        cloudgpu_home,
+        f'[providers.kaggle]\napi_url = "{fake.base_url}"\nbackoff_s = 0\n'
+        "session_hours = 0.00111\n[providers.local]\nenabled = false\n",
+    )
+    job = job_file(launch_env, RESUMABLE)
+    code, out, err = main_exit(["launch", str(job), "--yes"])
+    assert code == 0, err
+    assert (launch_env / "results" / "done.txt").read_text().strip() == "finished after 3"
+    assert [ln for ln in out.splitlines() if ln.startswith("session run")] == [
+        "session run 1",
+        "session run 2",
+        "session run 3",
+    ]
+    assert "continuing from the checkpoint in session 3" in err
+    assert fake.calls().count("SaveKernel") == 3 and fake.kernels == {}
+    (rec,) = store(cloudgpu_home).jobs()
+    assert [i.state for i in store(cloudgpu_home).instances(rec.id)] == ["terminated"] * 3
