@@ -92,9 +92,7 @@ def provision(
         if round_ > 1:
             deps.sink.info(f"round {round_}: trying the ranked offers again")
         try:
-            return _walk(
-                deps, job_id, job, offers, public_key, deadline, expires, excluded, batch
-            )
+            return _walk(deps, job_id, job, offers, public_key, deadline, expires, excluded, batch)
         except _NoCapacity as exc:
             if retry is None or not exc.tried:
                 raise exc.error from None

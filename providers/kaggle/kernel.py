@@ -129,7 +129,7 @@ def spec(
         "resume_from": resume_from,
         "timeout_s": limit,
         # Stop the run this long before the session ends, to save outputs and checkpoint.
-        "margin_s": min(600.0, 0.1 * limit),
+        "margin_s": min(600.0, max(2.0, 0.1 * limit)),
     }
 
 
