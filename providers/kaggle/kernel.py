@@ -17,12 +17,13 @@ The source is runner.py's text plus one line calling its ``main`` with the job's
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from cloudgpu_providers.tagnames import digest, fields_match
 
 from cloudgpu.batch import BatchJob
 from cloudgpu.provider import TAG_INSTANCE, TAG_JOB, TAG_OWNER
@@ -39,13 +40,7 @@ INSTANCE_DIGEST = "cloudgpu-instance-digest"
 OWNER_DIGEST = "cloudgpu-owner-digest"
 
 
-def _digest(value: str, length: int) -> str:
-    n = int.from_bytes(hashlib.sha256(value.encode()).digest()[:8], "big")
-    out = ""
-    for _ in range(length):
-        n, r = divmod(n, 36)
-        out += "0123456789abcdefghijklmnopqrstuvwxyz"[r]
-    return out
+_digest = digest
 
 
 def encode_field(key: str, value: str) -> str | None:
@@ -76,14 +71,7 @@ def fields(kernel_slug: str | None) -> dict[str, str] | None:
 
 
 def matches(kernel_slug: str | None, wanted: Mapping[str, str]) -> bool:
-    enc = fields(kernel_slug)
-    if enc is None:
-        return False
-    for key, value in wanted.items():
-        want = encode_field(key, value)
-        if want is None or enc[key] != want:
-            return False
-    return True
+    return fields_match(fields(kernel_slug), wanted, encode_field)
 
 
 def readable_tags(kernel_slug: str | None) -> dict[str, str]:

@@ -21,8 +21,9 @@ Names not starting with ``cg.`` are someone else's instances and are never liste
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
+
+from cloudgpu_providers.tagnames import digest, fields_match
 
 from cloudgpu.provider import TAG_INSTANCE, TAG_JOB, TAG_OWNER
 
@@ -36,14 +37,7 @@ INSTANCE_DIGEST = "cloudgpu-instance-digest"
 OWNER_DIGEST = "cloudgpu-owner-digest"
 
 
-def _digest(value: str, length: int) -> str:
-    n = int.from_bytes(hashlib.sha256(value.encode()).digest()[:8], "big")
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    for _ in range(length):
-        n, r = divmod(n, 36)
-        out += digits[r]
-    return out
+_digest = digest
 
 
 def encode_field(key: str, value: str) -> str | None:
@@ -78,14 +72,7 @@ def fields(name: str | None) -> dict[str, str] | None:
 
 
 def matches(name: str | None, wanted: Mapping[str, str]) -> bool:
-    enc = fields(name)
-    if enc is None:
-        return False
-    for key, value in wanted.items():
-        want = encode_field(key, value)
-        if want is None or enc[key] != want:
-            return False
-    return True
+    return fields_match(fields(name), wanted, encode_field)
 
 
 def readable_tags(name: str | None) -> dict[str, str]:
