@@ -48,6 +48,7 @@ class Capabilities:
     local_nvme: bool = False  # offers may carry instance-local NVMe
     idempotent_create: bool = False  # create() honours idempotency_token
     remote: bool = True  # instances are reached over SSH (False: this machine)
+    notice_poll_s: float = 10.0  # preemption_notice() at most this often (config overrides)
     billing_granularity_s: int = 1  # 1 = per second, 60 = per minute, 3600 = per hour
     minimum_billed_s: int = 0  # e.g. 60 for AWS Linux
     # Instances are fresh VMs made for one job and thrown away: the bootstrap may RAID0 +
@@ -116,6 +117,20 @@ class Instance:
     # hostname); "" when the provider has none.
     private_address: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NoticeWatcher:
+    """A script the bootstrap starts on the instance to watch the cloud's own interruption
+    notice (its metadata service) and write it where the lifecycle reads it over SSH.
+
+    The script gets CLOUDGPU_NOTICE_FILE (write the notice JSON there, atomically),
+    CLOUDGPU_ADVISORY_FILE (a warning that is not yet a notice), CLOUDGPU_NOTICE_ACK
+    (appears once the lifecycle has flushed the checkpoint) and CLOUDGPU_DEADLINE.
+    """
+
+    script: str  # POSIX sh
+    env: Mapping[str, str] = field(default_factory=dict)  # its settings; never a secret
 
 
 @dataclass(frozen=True)
@@ -202,9 +217,13 @@ class Provider(ABC):
     def preemption_notice(self, instance: Instance) -> float | None:
         """Unix time of a pending interruption seen from outside the instance, or None.
 
-        Providers whose notice is only visible on the instance leave this to the
-        instance-side watcher.
+        The lifecycle asks at most every ``capabilities.notice_poll_s`` seconds; the
+        instance-side watcher (:meth:`notice_watcher`) usually tells it sooner.
         """
+        return None
+
+    def notice_watcher(self, instance: Instance) -> NoticeWatcher | None:
+        """The watcher the bootstrap installs on ``instance``, or None (no notice)."""
         return None
 
 

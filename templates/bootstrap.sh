@@ -11,6 +11,11 @@
 #                       computer, or simulated instances sharing a host.
 #   CLOUDGPU_POWEROFF   (set by the instance itself, e.g. sim) a command that powers it off;
 #                       used at the deadline instead of shutdown(8)
+#   CLOUDGPU_WATCHER    (optional) the provider's preemption-notice watcher, a whole sh
+#                       script: written to $NVME/.cloudgpu/notice-watcher.sh and started
+#                       detached, like the deadline watchdog, with CLOUDGPU_NOTICE_FILE,
+#                       CLOUDGPU_ADVISORY_FILE and CLOUDGPU_NOTICE_ACK pointing into
+#                       $NVME/.cloudgpu (the lifecycle reads the notice there over SSH)
 #
 # NVMe: on a disposable machine where we are root (or have passwordless sudo) and
 # $CLOUDGPU_NVME is not mounted yet, every
@@ -118,7 +123,33 @@ arm_deadline() {
     echo $! > "$state/deadline.pid"
 }
 
+arm_watcher() {
+    state="$NVME/.cloudgpu"
+    mkdir -p "$state"
+    # A re-run replaces the old watcher, and a notice of an earlier instance is not this one's.
+    if [ -f "$state/watcher.pid" ]; then
+        kill -TERM "-$(cat "$state/watcher.pid")" 2>/dev/null || true  # its whole group
+        rm -f "$state/watcher.pid"
+    fi
+    rm -f "$state/preempt.json" "$state/advisory.json" "$state/notice.handled"
+    WATCHER=off
+    [ -n "${CLOUDGPU_WATCHER:-}" ] || return 0
+    printf '%s\n' "$CLOUDGPU_WATCHER" > "$state/notice-watcher.sh"
+    # Its own session, like the deadline watchdog; CLOUDGPU_DEADLINE_OF lets a machine
+    # that stays up (sim, a test's sshd) find and end it with the instance.
+    setsid env -u CLOUDGPU_INSTANCE -u CLOUDGPU_WATCHER \
+        CLOUDGPU_DEADLINE_OF="${CLOUDGPU_INSTANCE:-none}" \
+        CLOUDGPU_NOTICE_FILE="$state/preempt.json" \
+        CLOUDGPU_ADVISORY_FILE="$state/advisory.json" \
+        CLOUDGPU_NOTICE_ACK="$state/notice.handled" \
+        sh "$state/notice-watcher.sh" </dev/null >"$state/notice-watcher.log" 2>&1 &
+    echo $! > "$state/watcher.pid"
+    WATCHER=on
+}
+
+WATCHER=off
 prepare_nvme
 arm_deadline
+arm_watcher
 free_kb=$(df -Pk "$NVME" | awk 'NR==2 {print $4}')
-echo "nvme=$NVME free_gb=$(( free_kb / 1000000 )) devices=$DEVICES"
+echo "nvme=$NVME free_gb=$(( free_kb / 1000000 )) devices=$DEVICES watcher=$WATCHER"

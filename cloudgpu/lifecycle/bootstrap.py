@@ -1,4 +1,5 @@
-"""Run templates/bootstrap.sh on an instance: local NVMe at /nvme, deadline armed.
+"""Run templates/bootstrap.sh on an instance: local NVMe at /nvme, deadline armed, and
+the provider's preemption-notice watcher started (cloudgpu/lifecycle/notice.py reads it).
 
 The script is sent inline (``sh -c SCRIPT``), so it costs one round trip and needs no
 file on the instance. Its environment says what it may do; see the script's header.
@@ -11,10 +12,26 @@ import shlex
 from importlib import resources
 
 from cloudgpu.errors import RemoteError
-from cloudgpu.provider import Capabilities, Instance
+from cloudgpu.provider import Capabilities, Instance, NoticeWatcher
 from cloudgpu.remote import Machine
 
 INSTANCE_ENV = "CLOUDGPU_INSTANCE"
+STATE_DIR = ".cloudgpu"  # under the instance's NVMe path: watchdog, watcher, notices
+
+
+def state_dir(machine: Machine) -> str:
+    return f"{machine.nvme_path.rstrip('/')}/{STATE_DIR}"
+
+
+def watcher_text(watcher: NoticeWatcher) -> str:
+    """The watcher script with its settings exported first (names checked, values
+    quoted: they come from the provider's config)."""
+    lines = ["#!/bin/sh"]
+    for key, value in sorted(watcher.env.items()):
+        if not key.isidentifier() or not key.isascii():
+            raise RemoteError(f"notice watcher: {key!r} is not an environment variable name")
+        lines.append(f"export {key}={shlex.quote(value)}")
+    return "\n".join(lines) + "\n" + watcher.script
 
 
 def script() -> str:
@@ -39,15 +56,20 @@ def may_dispose(instance: Instance, caps: Capabilities) -> bool:
 
 
 def bootstrap(
-    machine: Machine, instance: Instance, caps: Capabilities, deadline: float | None
+    machine: Machine,
+    instance: Instance,
+    caps: Capabilities,
+    deadline: float | None,
+    watcher: NoticeWatcher | None = None,
 ) -> str:
-    """Prepare NVMe and arm the deadline; return the script's summary line."""
+    """Prepare NVMe, arm the deadline, start ``watcher``; return the summary line."""
     iid = instance.id
     env = {
         "CLOUDGPU_NVME": machine.nvme_path,
         INSTANCE_ENV: iid,
         "CLOUDGPU_DEADLINE": str(int(deadline)) if deadline else "",
         "CLOUDGPU_DISPOSABLE": "1" if may_dispose(instance, caps) else "0",
+        "CLOUDGPU_WATCHER": watcher_text(watcher) if watcher is not None else "",
     }
     out: list[bytes] = []
     rc = machine.run(

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import JobError, LimitExceeded
-from cloudgpu.lifecycle import billing, metrics, states, watch
+from cloudgpu.lifecycle import billing, metrics, notice, states, watch
 from cloudgpu.lifecycle.batch import batch_job, run_batch
 from cloudgpu.lifecycle.bootstrap import INSTANCE_ENV, bootstrap
 from cloudgpu.lifecycle.deps import Deps
@@ -35,7 +35,7 @@ from cloudgpu.lifecycle.stage import (
     stage_data,
 )
 from cloudgpu.lifecycle.teardown import job_cost, teardown_instance, teardown_job
-from cloudgpu.provider import Capabilities
+from cloudgpu.provider import Capabilities, NoticeWatcher
 from cloudgpu.remote import Machine
 from cloudgpu.spec.model import JobSpec
 from cloudgpu.sshkeys import ensure_keypair
@@ -197,32 +197,47 @@ class JobRun:
             )
         self.state(states.BOOTSTRAPPING)
         machine = self._connect(got)
+        reader: notice.NoticeReader | None = None
         try:
-            self._prepare(machine, got)
+            watcher = got.provider.notice_watcher(got.instance)
+            self._prepare(machine, got, watcher)
+            if watcher is not None:
+                reader = self._read_notices(machine)
             if resumed:
                 restore_checkpoint(machine, self.job, self.ckpt_local, self.deps.sink)
             rc = self._commands(machine, got)
             if self.watcher.reason == watch.PREEMPTED:
                 flush_checkpoint(machine, self.job, self.ckpt_local, self.deps.sink)
+                if watcher is not None:
+                    notice.acknowledge(machine)  # flushed: the cloud may go ahead now
                 return rc
             if self.job.outputs:
                 self.state(states.COLLECTING)
                 collect_outputs(machine, self.job, self.deps.sink)
             return rc
         finally:
+            if reader is not None:
+                reader.close()
             machine.close()
 
-    def _prepare(self, machine: Machine, got: Provisioned) -> None:
+    def _read_notices(self, machine: Machine) -> notice.NoticeReader:
+        w = self.watcher
+        return notice.NoticeReader(
+            machine, w.notice, w.advisory, self.deps.clock, self.deps.sink.info
+        ).start()
+
+    def _prepare(self, machine: Machine, got: Provisioned, watcher: NoticeWatcher | None) -> None:
         """Bootstrap, then stage data. Where bootstrap only makes a directory (the NVMe is
         not built from raw disks) both run at once: staging then costs no extra wait."""
         caps = got.provider.capabilities
+        args = (machine, got.instance, caps, self.deadline, watcher)
         if caps.disposable:
-            self.deps.sink.info(bootstrap(machine, got.instance, caps, self.deadline), detail=True)
+            self.deps.sink.info(bootstrap(*args), detail=True)
             self.state(states.STAGING)
             self._stage(machine, got)
             return
         with ThreadPoolExecutor(1, thread_name_prefix="cloudgpu-bootstrap") as pool:
-            booting = pool.submit(bootstrap, machine, got.instance, caps, self.deadline)
+            booting = pool.submit(bootstrap, *args)
             self.state(states.STAGING)
             try:
                 self._stage(machine, got)

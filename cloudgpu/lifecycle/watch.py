@@ -2,7 +2,12 @@
 
 When something must end the job it records why in ``reason`` and sets ``stop``, which
 Machine.run honours by killing the job's process group. It polls about once a second:
-preemption notices give two minutes or less (AWS) and ~30 s (GCP), so seconds matter.
+preemption notices give two minutes or less (AWS) and ~30 s (GCP, Azure), so seconds
+matter. Notices come two ways: the instance-side watcher's, read over SSH
+(cloudgpu/lifecycle/notice.py calls :meth:`Watcher.notice`), and, as the fallback, the
+provider's outside view (Provider.preemption_notice), asked at most every
+``notice_poll_s`` seconds: the provider's capability, or ``notice_poll_s`` in its config
+table. This is the one place that rate limit lives.
 It never tears anything down itself; the lifecycle does, on the main thread.
 """
 
@@ -11,9 +16,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from cloudgpu.errors import CloudGPUError
+from cloudgpu.errors import CloudGPUError, ConfigError
 from cloudgpu.lifecycle.deps import Deps
 from cloudgpu.lifecycle.provision import Provisioned
+from cloudgpu.provider import Provider
 from cloudgpu.spec.model import Limits
 
 POLL_S = 1.0
@@ -42,12 +48,15 @@ class Watcher:
         self.reason: str | None = None
         self.detail = ""
         self._target: Provisioned | None = None
+        self._notice_asked = float("-inf")  # when preemption_notice() was last called
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
 
     def watch(self, target: Provisioned) -> None:
         """Start (or retarget after re-provisioning) watching ``target``."""
+        notice_interval(target.provider)  # a bad config value fails here, not every second
         self._target = target
+        self._notice_asked = float("-inf")
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name="cloudgpu-watch", daemon=True)
             self._thread.start()
@@ -62,6 +71,21 @@ class Watcher:
         self._target = None
         self.reason, self.detail = None, ""
         self.stop.clear()
+
+    def notice(self, at: float, detail: str) -> None:
+        """The instance-side watcher's notice (from the notice reader's thread)."""
+        t = self._target
+        who = t.instance.id if t is not None else "the instance"
+        left = max(0.0, at - self.deps.clock())
+        self.trip(
+            PREEMPTED, f"preemption notice on {who} from the instance: {detail} (in {left:.0f} s)"
+        )
+
+    def advisory(self, at: float, detail: str) -> None:
+        """A warning that is not a notice yet (AWS rebalance recommendation): said, kept."""
+        t = self._target
+        who = t.instance.id if t is not None else "the instance"
+        self.deps.sink.info(f"{who}: {detail}: interruption risk is up, still running")
 
     def trip(self, reason: str, detail: str) -> None:
         if self.reason is None:
@@ -98,7 +122,7 @@ class Watcher:
         t = self._target
         if t is None:
             return
-        if t.provider.capabilities.preemption_notice:
+        if t.provider.capabilities.preemption_notice and self._may_ask(t.provider, now):
             at = t.provider.preemption_notice(t.instance)
             if at is not None:
                 self.trip(
@@ -108,3 +132,21 @@ class Watcher:
                 return
         if describe and t.provider.describe(t.instance.id).state.is_gone:
             self.trip(PREEMPTED, f"instance {t.instance.id} vanished")
+
+    def _may_ask(self, provider: Provider, now: float) -> bool:
+        """Whether the outside poll is due: at most once every notice_interval()."""
+        if now - self._notice_asked < notice_interval(provider):
+            return False
+        self._notice_asked = now
+        return True
+
+
+def notice_interval(provider: Provider) -> float:
+    """Seconds between outside preemption polls: ``notice_poll_s`` in the provider's
+    config table, else its capability."""
+    raw = provider.ctx.config.get("notice_poll_s", provider.capabilities.notice_poll_s)
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 <= raw <= 3600:
+        raise ConfigError(
+            f"providers.{provider.name}.notice_poll_s: expected seconds from 0 to 3600, got {raw!r}"
+        )
+    return float(raw)

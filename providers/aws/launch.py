@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from email.mime.multipart import MIMEMultipart
 from email.mime.text import MIMEText
-from importlib import resources
 from typing import Any
 
 from cloudgpu_providers.aws.faults import PROVIDER, Caller, cause_code
@@ -236,28 +235,15 @@ def ensure_security_group(
     return group_id, made
 
 
-def watcher_part() -> str:
-    """A boot script that installs templates/watchers/aws.sh and starts it detached."""
-    script = resources.files("cloudgpu.templates").joinpath("watchers/aws.sh").read_text()
-    return (
-        "#!/bin/sh\nmkdir -p /opt/cloudgpu\n"
-        f"cat > /opt/cloudgpu/aws-watcher.sh <<'CLOUDGPU_WATCHER_EOF'\n{script}"
-        "CLOUDGPU_WATCHER_EOF\n"
-        "setsid sh /opt/cloudgpu/aws-watcher.sh </dev/null >/dev/null 2>&1 &\n"
-    )
-
-
-def user_data(deadline: float | None, now: float, extra: str, spot: bool = False) -> str:
-    """Boot script: power off at the deadline (which terminates: see run_args), the
-    spot-notice watcher on spot instances, and the caller's own script, each its own
-    cloud-init part."""
+def user_data(deadline: float | None, now: float, extra: str) -> str:
+    """Boot script: power off at the deadline (which terminates: see run_args) and the
+    caller's own script, each its own cloud-init part. (The spot-notice watcher is
+    started by the bootstrap over SSH, as on every cloud: AWSProvider.notice_watcher.)"""
     parts: list[str] = []
     if deadline is not None:
         minutes = max(1, math.ceil((deadline - now) / 60.0))
         # A guard that holds even if cloudgpu never reaches the instance over SSH.
         parts.append(f"#!/bin/sh\nshutdown -P +{minutes} 'cloudgpu deadline'\n")
-    if spot:
-        parts.append(watcher_part())
     if extra:
         parts.append(extra)
     if len(parts) <= 1:

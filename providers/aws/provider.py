@@ -13,6 +13,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from cloudgpu_providers import notices
 from cloudgpu_providers.aws import launch, network
 from cloudgpu_providers.aws.credentials import find_credentials
 from cloudgpu_providers.aws.faults import PROVIDER, Caller
@@ -39,15 +40,15 @@ from cloudgpu.provider import (
     CreateRequest,
     Instance,
     InstanceState,
+    NoticeWatcher,
     Provider,
     ProviderContext,
 )
 
-# Spot request status codes meaning "the interruption notice has been issued".
 SDK_MODULES = ("boto3",)  # the `aws` extra
+# Spot request status codes meaning "the interruption notice has been issued".
 NOTICE_CODES = ("marked-for-termination", "marked-for-stop", "marked-for-hibernation")
 SPOT_NOTICE_S = 120.0  # AWS gives two minutes from the notice
-NOTICE_POLL_S = 5.0
 
 
 class AWSProvider(Provider):
@@ -62,6 +63,7 @@ class AWSProvider(Provider):
         remote=True,
         billing_granularity_s=1,
         minimum_billed_s=60,  # Linux instances: per second, one-minute minimum
+        notice_poll_s=5.0,  # describe_spot_instance_requests from outside, the fallback
         disposable=True,  # a fresh VM per job, terminated at teardown
     )
 
@@ -72,7 +74,6 @@ class AWSProvider(Provider):
         self.call = Caller(ctx.sleep, self.settings.max_attempts)
         self._gpus = gpus
         self._region_of: dict[str, str] = {}
-        self._notice_checked: dict[str, float] = {}
         self._all_regions: tuple[str, ...] | None = None
         self._fingerprints: dict[str, tuple[str, ...]] = {}
 
@@ -168,8 +169,7 @@ class AWSProvider(Provider):
             if new_group:
                 made["group"] = group_id
             tags = self._instance_tags(request, image.dlami)
-            spot = request.offer.market == "spot"
-            boot = launch.user_data(request.deadline, self.ctx.clock(), request.user_data, spot)
+            boot = launch.user_data(request.deadline, self.ctx.clock(), request.user_data)
             placement = network.placement_args(net, group_id, self.settings)
             args = launch.run_args(request, image, name, placement, tags, boot)
             out = self.call("run_instances", ec2.run_instances, **args)
@@ -294,14 +294,12 @@ class AWSProvider(Provider):
         The spot request's status turns ``marked-for-termination`` (or ``-stop``) when
         the two-minute notice is issued
         (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-request-status.html).
-        Asked at most every NOTICE_POLL_S per instance: the lifecycle polls each second.
+        The lifecycle asks at most every ``notice_poll_s`` (5 s); the watcher on the
+        instance (:meth:`notice_watcher`) usually tells it first.
         """
         if instance.market != "spot":
             return None
         now = self.ctx.clock()
-        if now - self._notice_checked.get(instance.id, -1e9) < NOTICE_POLL_S:
-            return None
-        self._notice_checked[instance.id] = now
         request_id = instance.extra.get("spot_request_id")
         region = instance.region or self.settings.home_region
         if not request_id:
@@ -319,3 +317,10 @@ class AWSProvider(Provider):
                 start = updated.timestamp() if updated is not None else now
                 return start + SPOT_NOTICE_S
         return None
+
+    def notice_watcher(self, instance: Instance) -> NoticeWatcher | None:
+        """templates/watchers/aws.sh on spot instances: IMDSv2 spot/instance-action and
+        the rebalance recommendation."""
+        if instance.market != "spot":
+            return None
+        return notices.watcher("aws", {"IMDS_ENDPOINT": self.settings.imds_endpoint or ""})

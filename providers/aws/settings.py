@@ -19,6 +19,7 @@ form. This module reads only the mapping it is given: no files, no environment, 
     ssh_port = 22                          # an image whose sshd listens elsewhere
     nvme_mount = "/scratch"                # where the image mounts local NVMe
     use_private_ip = false                 # SSH to the private address (VPN, bastion)
+    imds_endpoint = "http://127.0.0.1:9"   # where the instance's watcher reads IMDS (tests)
     subnet_id = ["subnet-0abc", "subnet-0def"]  # launch into these (the one in the zone)
     vpc_id = "vpc-0123"                    # else a subnet of this VPC in the zone
                                            # (default: the default VPC; without one, a
@@ -65,6 +66,7 @@ class AwsSettings:
     ssh_port: int = 22
     nvme_mount: str | None = None  # None: the DLAMI's mount with the default rule, else /nvme
     use_private_ip: bool = False
+    imds_endpoint: str | None = None
     subnet_ids: tuple[str, ...] = ()
     vpc_ids: tuple[str, ...] = ()
     max_attempts: int = 6
@@ -143,6 +145,7 @@ def parse_settings(table: Mapping[str, Any]) -> AwsSettings:
         ssh_port=port,
         nvme_mount=_str(table, "nvme_mount"),
         use_private_ip=private,
+        imds_endpoint=_str(table, "imds_endpoint"),
         subnet_ids=_ids(table, "subnet_id", "subnet-"),
         vpc_ids=_ids(table, "vpc_id", "vpc-"),
         max_attempts=attempts,

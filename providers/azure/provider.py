@@ -5,7 +5,8 @@ see bodies.py), ``admin_user`` (default azureuser), ``disk_sku``, ``ssh_cidr`` (
 the caller's public address /32, looked up at ``ip_lookup_url``), ``retail_prices_url``,
 ``arm_endpoint`` and ``ca_bundle`` (a private ARM endpoint, or the tests' loopback one),
 ``polling_interval``, ``retry_total``, ``create_timeout_s`` and ``delete_timeout_s``
-(default 1800 each), ``notice_poll_s`` (default 10), ``auto_shutdown`` (default
+(default 1800 each), ``notice_poll_s`` (default 10), ``imds_endpoint`` (where the
+VM's watcher reads Scheduled Events; tests), ``auto_shutdown`` (default
 true), ``ssh_port`` (default 22, for images whose sshd listens elsewhere; the NSG opens
 it), ``managed_identity``, ``enabled`` (false switches the provider off).
 
@@ -20,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from cloudgpu_providers import notices
 from cloudgpu_providers.azure import bodies, deploy, retail, sizes
 from cloudgpu_providers.azure.arm import (
     ArmClients,
@@ -50,6 +52,7 @@ from cloudgpu.provider import (
     CreateRequest,
     Instance,
     InstanceState,
+    NoticeWatcher,
     Provider,
     ProviderContext,
     SSHTarget,
@@ -83,7 +86,6 @@ class AzureProvider(Provider):
         self._credential = credential
         self._clients: ArmClients | None = None
         self.unpriced_sizes: list[str] = []  # GPU sizes priced but with no known spec
-        self._notice_checked: dict[str, float] = {}  # instance id -> last preemption check
 
     # -- discovery -------------------------------------------------------------------
 
@@ -290,16 +292,13 @@ class AzureProvider(Provider):
     def preemption_notice(self, instance: Instance) -> float | None:
         """A Spot VM evicted with evictionPolicy Delete vanishes from its group (or is
         seen Deleting) before the lifecycle's describe() would notice; the 30-second
-        Scheduled Events notice itself is only visible on the VM (watchers/azure.sh).
-        Asked at most every ``notice_poll_s`` (default 10) seconds per instance."""
+        Scheduled Events notice itself is only visible on the VM (:meth:`notice_watcher`).
+        The lifecycle asks at most every ``notice_poll_s`` (default 10) seconds."""
         from azure.core.exceptions import ResourceNotFoundError  # lazy: heavy SDK
 
         if instance.market != "spot":
             return None
         now = self.ctx.clock()
-        if now - self._notice_checked.get(instance.id, -1e18) < _notice_poll(self.ctx.config):
-            return None
-        self._notice_checked[instance.id] = now
         vm_name = instance.tags.get(TAG_VM) or instance.id.removeprefix(GROUP_PREFIX)
         with azure_errors(f"preemption check {instance.id}"):
             try:
@@ -310,6 +309,15 @@ class AzureProvider(Provider):
                 return None if error_code(exc)[0] == "ResourceGroupNotFound" else now
         state = (vm.get("properties") or {}).get("provisioningState")
         return now if state == "Deleting" else None
+
+    def notice_watcher(self, instance: Instance) -> NoticeWatcher | None:
+        """templates/watchers/azure.sh on Spot VMs: Scheduled Events ``Preempt`` for this
+        VM, acknowledged (StartRequests) only after the checkpoint flush."""
+        if instance.market != "spot":
+            return None
+        vm = instance.tags.get(TAG_VM) or instance.id.removeprefix(GROUP_PREFIX)
+        imds = notices.endpoint(self.ctx.config, "imds_endpoint", self.name)
+        return notices.watcher("azure", {"IMDS_ENDPOINT": imds, "CLOUDGPU_VM_NAME": vm})
 
     def _instance(
         self, group: str, tags: Mapping[str, str], vm: Any, address: str, key_file: str | None
@@ -398,13 +406,6 @@ def _timeout(cfg: Mapping[str, Any], key: str) -> float:
     if value <= 0:
         raise ConfigError(f"providers.azure.{key}: expected seconds > 0")
     return value
-
-
-def _notice_poll(cfg: Mapping[str, Any]) -> float:
-    try:
-        return float(cfg.get("notice_poll_s", 10.0))
-    except (TypeError, ValueError) as exc:
-        raise ConfigError("providers.azure.notice_poll_s: expected seconds") from exc
 
 
 def _canonicalizer() -> retail.Canonicalize:

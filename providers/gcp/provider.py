@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
+from cloudgpu_providers import notices
 from cloudgpu_providers.callerip import lookup_cidr, normalized_cidr
 from cloudgpu_providers.extras import missing_sdk
 from cloudgpu_providers.gcp import instances as build
@@ -38,6 +39,7 @@ from cloudgpu.provider import (
     CreateRequest,
     Instance,
     InstanceState,
+    NoticeWatcher,
     Provider,
 )
 from cloudgpu.sshkeys import key_pair
@@ -64,7 +66,6 @@ class GCPProvider(Provider):
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
         self._clients: Clients | None = None
-        self._notice_checked: dict[str, float] = {}
 
     # -- credentials -----------------------------------------------------------------
 
@@ -373,21 +374,24 @@ class GCPProvider(Provider):
     def preemption_notice(self, instance: Instance) -> float | None:
         """GCP gives a Spot VM ~30 s: it goes STOPPING, then (action DELETE) disappears.
 
-        Seen from outside, at most every ``notice_poll_s`` seconds (default 10) so the
-        lifecycle's one-second watch loop does not spend the project's API rate.
+        Seen from outside, asked by the lifecycle at most every ``notice_poll_s``
+        seconds (default 10) so it does not spend the project's API rate; the watcher on
+        the VM (:meth:`notice_watcher`) sees ``instance/preempted`` turn TRUE at once.
         """
         if instance.market != "spot":
             return None
         now = self.ctx.clock()
-        last = self._notice_checked.get(instance.id, 0.0)
-        if now - last < float(self.ctx.config.get("notice_poll_s", 10.0)):
-            return None
-        self._notice_checked[instance.id] = now
         zone, _, name = instance.id.partition("/")
         inst = self._get(zone, name)
         if inst is not None and inst.status not in ("STOPPING", "TERMINATED"):
             return None
         return now if self._preempted(zone, name) else None
+
+    def notice_watcher(self, instance: Instance) -> NoticeWatcher | None:
+        """templates/watchers/gcp.sh on every VM: Spot preemption, and the host
+        maintenance that ends GPU VMs (they cannot live-migrate) on-demand ones too."""
+        host = notices.endpoint(self.ctx.config, "metadata_host", PROVIDER)
+        return notices.watcher("gcp", {"GCE_METADATA_HOST": host})
 
     def list_instances(self, tags: Mapping[str, str]) -> list[Instance]:
         client = self.clients.compute("InstancesClient")

@@ -81,7 +81,6 @@ class RunPodProvider(Provider):
 
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
-        self._notice_checked: dict[str, float] = {}
 
     # -- credentials -----------------------------------------------------------------
 
@@ -160,14 +159,10 @@ class RunPodProvider(Provider):
     def preemption_notice(self, instance: Instance) -> float | None:
         """Start of a host maintenance window due within ``notice_ahead_s`` (default 600).
 
-        Polled at most every ``notice_poll_s`` seconds (default 10) per pod.
+        The lifecycle asks at most every ``notice_poll_s`` seconds (default 10). RunPod has
+        no instance-side notice, so this is the only source.
         """
         now = self.ctx.clock()
-        if now - self._notice_checked.get(instance.id, 0.0) < float(
-            self.ctx.config.get("notice_poll_s", 10.0)
-        ):
-            return None
-        self._notice_checked[instance.id] = now
         data = self._client().query(pods.Q_POD, {"input": {"podId": instance.id}})
         start = pods.maintenance_start(data.get("pod"))
         ahead = float(self.ctx.config.get("notice_ahead_s", 600.0))

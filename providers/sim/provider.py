@@ -60,6 +60,7 @@ class SimProvider(Provider):
     capabilities: ClassVar[Capabilities] = Capabilities(
         spot=True,
         preemption_notice=True,
+        notice_poll_s=0.0,  # its notice is a local file: read it every watch poll
         local_nvme=True,
         idempotent_create=True,
         remote=True,

@@ -71,11 +71,13 @@ def machines_on(fake: FakeT, sshd: SSHDServer, *, report_port: bool = True) -> I
 
 
 def stop_watchdog(scratch: Path) -> None:
-    """Stop the deadline watchdog the bootstrap armed in ``scratch`` (setsid, own group)."""
-    pid_file = scratch / ".cloudgpu" / "deadline.pid"
-    if pid_file.exists():
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.killpg(int(pid_file.read_text().strip()), signal.SIGTERM)
+    """Stop the deadline watchdog and the notice watcher the bootstrap started in
+    ``scratch`` (setsid, each its own group)."""
+    for name in ("deadline.pid", "watcher.pid"):
+        pid_file = scratch / ".cloudgpu" / name
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.killpg(int(pid_file.read_text().strip()), signal.SIGTERM)
 
 
 @contextlib.contextmanager
@@ -116,3 +118,55 @@ def launch_fails_cleanly(job: Path) -> str:
     assert code != 0
     assert "Traceback" not in err
     return err
+
+
+# A job that checkpoints its progress, as the preemption tests need (each step 0.5 s).
+RESUMABLE_RUN = """checkpoint: /nvme/ckpt
+run: |
+  mkdir -p "$CLOUDGPU_CHECKPOINT"
+  step=$(cat "$CLOUDGPU_CHECKPOINT/step" 2>/dev/null || echo 0)
+  echo "starting at step $step"
+  while [ "$step" -lt 30 ]; do
+    step=$((step + 1)); echo "$step" > "$CLOUDGPU_CHECKPOINT/step"; sleep 0.5
+  done
+  echo "done at step $step"
+limits:
+  max_runtime: 5m
+  max_cost: 5
+"""
+
+
+@contextlib.contextmanager
+def announce_when_progressed(scratch: Path, announce: Any, step: int = 3) -> Iterator[None]:
+    """Call ``announce()`` (the cloud's metadata service turning its notice on) once the
+    job has checkpointed ``step`` steps in ``scratch``, from a thread, as a cloud would
+    while the client is busy."""
+    import threading
+
+    done = threading.Event()
+
+    def watch() -> None:
+        marker = scratch / "ckpt" / "step"
+        while not done.wait(0.1):
+            try:
+                if int(marker.read_text() or 0) >= step:
+                    announce()
+                    return
+            except (OSError, ValueError):
+                continue
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(5)
+
+
+def resumed_after_inside_notice(out: str, err: str) -> None:
+    """The job started twice, the second time from its checkpoint, because of a notice
+    the instance-side watcher wrote (not the outside poll)."""
+    starts = [int(ln.split()[-1]) for ln in out.splitlines() if ln.startswith("starting at")]
+    assert starts[0] == 0 and len(starts) == 2 and 0 < starts[1] < 30, out
+    assert "from the instance" in err and "re-provisioning without" in err, err

@@ -343,7 +343,7 @@ def _user_data_parts(moto_url: str, instance_id: str) -> list[str]:
     return [str(p.get_payload(decode=True).decode()) for p in msg.get_payload()]
 
 
-def test_boot_script_arms_the_deadline_and_the_spot_watcher(
+def test_boot_script_arms_the_deadline_and_spot_gets_a_watcher(
     provider: AWSProvider, moto_url: str
 ) -> None:
     spot = provider.create(_request(offer(market="spot"), user_data="#!/bin/sh\necho mine\n"))
@@ -351,10 +351,14 @@ def test_boot_script_arms_the_deadline_and_the_spot_watcher(
     try:
         parts = _user_data_parts(moto_url, spot.id)
         assert parts[0].startswith("#!/bin/sh\nshutdown -P +")  # ~60 minutes from now
-        assert "spot/instance-action" in parts[1] and "setsid sh" in parts[1]
-        assert parts[2] == "#!/bin/sh\necho mine\n"
-        (only,) = _user_data_parts(moto_url, od.id)  # on-demand: no watcher
+        assert parts[1] == "#!/bin/sh\necho mine\n"
+        (only,) = _user_data_parts(moto_url, od.id)
         assert only.startswith("#!/bin/sh\nshutdown -P +")
+        # The notice watcher is started by the bootstrap over SSH, on spot only.
+        watcher = provider.notice_watcher(spot)
+        assert watcher is not None and "spot/instance-action" in watcher.script
+        assert "events/recommendations/rebalance" in watcher.script
+        assert provider.notice_watcher(od) is None
     finally:
         provider.terminate(spot.id)
         provider.terminate(od.id)

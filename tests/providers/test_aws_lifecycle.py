@@ -19,12 +19,15 @@ from pathlib import Path
 import pytest
 
 from tests.lifecycle.helpers import job_file, main_exit, store
-from tests.providers.aws_fixtures.servers import capacity_proxy, moto_server, url_of
+from tests.providers.aws_fixtures.servers import capacity_proxy, imds_server, moto_server, url_of
 from tests.providers.aws_fixtures.setup import FAKE_ENV, ec2_client
 from tests.providers.lifecycle_kit import (
+    RESUMABLE_RUN,
+    announce_when_progressed,
     launch_in_subprocess,
     launch_job,
     launch_succeeds,
+    resumed_after_inside_notice,
     write_config,
 )
 from tests.remote.sshd import SSHDServer
@@ -73,6 +76,7 @@ def _configure(
     sshd: SSHDServer,
     nvme: Path,
     monkeypatch: pytest.MonkeyPatch,
+    extra: str = "",
 ) -> None:
     """Configure the provider as a user would, pointed at ``endpoint`` and the sshd."""
     write_config(
@@ -80,7 +84,7 @@ def _configure(
         f'[providers.aws]\nregions = ["us-east-1"]\nendpoint_url = "{endpoint}"\n'
         f'ssh_cidr = "127.0.0.1/32"\nssh_port = {sshd.port}\nssh_user = "{sshd.user}"\n'
         f'image_name = "Deep Learning AMI Ubuntu*"\nnvme_mount = "{nvme}"\npoll_s = 0\n'
-        "[launch]\nssh_timeout = 30\n",
+        f"{extra}[launch]\nssh_timeout = 30\n",
     )
     for k, v in FAKE_ENV.items():
         monkeypatch.setenv(k, v)
@@ -246,3 +250,33 @@ def test_host_key_is_checked_against_the_console_fingerprint(
         assert code != 0 and "Traceback" not in err
         assert "not the one the provider reported" in out + err
     assert _live_instances(moto_url) == []
+
+
+def test_an_imds_notice_read_over_ssh_reprovisions_and_resumes(
+    configured: Path,
+    network: object,
+    sshd: SSHDServer,
+    scratch: Path,
+    cloudgpu_home: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The spot request never shows the notice from outside (moto links none); the
+    instance's own IMDS does, two minutes ahead: the watcher the bootstrap started sees
+    it, the lifecycle reads it over SSH, flushes the checkpoint and resumes elsewhere."""
+    with imds_server(None, one_shot=True) as imds:
+        _configure(
+            cloudgpu_home, url_of(network), sshd, scratch, monkeypatch,
+            extra=f'imds_endpoint = "{url_of(imds)}"\n',
+        )  # fmt: skip
+        job = job_file(tmp_path, RESUMABLE.split("checkpoint:")[0] + RESUMABLE_RUN)
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 120))
+        notice = {"action": "terminate", "time": when}
+        with announce_when_progressed(scratch, lambda: setattr(imds, "action", notice)):
+            code, out, err = main_exit(["launch", str(job), "--yes"])
+    assert code == 0, err
+    resumed_after_inside_notice(out, err)
+    assert "terminate" in err
+    (rec,) = store(cloudgpu_home).jobs()
+    assert [i.state for i in store(cloudgpu_home).instances(rec.id)] == ["preempted", "terminated"]
+    assert imds.tokens_issued >= 2  # both instances' watchers read IMDSv2 with a token

@@ -1,93 +1,90 @@
-"""templates/watchers/azure.sh against a loopback IMDS replaying Scheduled Events."""
+"""templates/watchers/azure.sh against a loopback IMDS serving Scheduled Events
+(tests/fixtures/azure/imds.py): no event, then a Preempt for this VM; events for other
+VMs are not ours; the event is acknowledged (StartRequests) only after the lifecycle's
+flush says so, and never without it."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import ClassVar
 
 import cloudgpu.templates as templates_pkg
 import pytest
 
-from tests.fixtures.azure.support import fixture
-from tests.fixtures.http_fake import serve
+from tests.fixtures.azure.imds import AzureImds
 
 WATCHER = Path(templates_pkg.__file__).parent / "watchers" / "azure.sh"
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
 
 
-class _Imds(BaseHTTPRequestHandler):
-    pages: ClassVar[list[str]] = []
-    seen: ClassVar[list[tuple[str, str | None]]] = []
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        self.seen.append((self.path, self.headers.get("Metadata")))
-        if self.headers.get("Metadata") != "true":  # IMDS refuses requests without it
-            self.send_response(400)
-            self.end_headers()
-            return
-        name = self.pages.pop(0) if len(self.pages) > 1 else self.pages[0]
-        data = json.dumps(fixture(name)).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
 @pytest.fixture
-def imds() -> Iterator[tuple[str, type[_Imds]]]:
-    handler = type("Imds", (_Imds,), {"pages": [], "seen": []})
-    with serve(handler) as server:
-        yield f"http://127.0.0.1:{server.server_address[1]}", handler
+def imds() -> Iterator[AzureImds]:
+    with AzureImds() as server:
+        yield server
 
 
-def run_watcher(endpoint: str, notice: Path, polls: int) -> subprocess.CompletedProcess[str]:
+def start(imds: AzureImds, tmp_path: Path, **extra: str) -> tuple[subprocess.Popen[str], Path]:
+    notice = tmp_path / "run" / "preempt.json"
     env = {
         "PATH": "/usr/bin:/bin",
-        "IMDS_ENDPOINT": endpoint,
-        "CLOUDGPU_POLL_S": "0",
-        "CLOUDGPU_MAX_POLLS": str(polls),
+        "IMDS_ENDPOINT": imds.endpoint,
+        "CLOUDGPU_POLL_S": "0.1",
         "CLOUDGPU_NOTICE_FILE": str(notice),
-        "CLOUDGPU_ON_NOTICE": f"touch {notice}.flushed",
+        "CLOUDGPU_NOTICE_ACK": str(tmp_path / "run" / "notice.handled"),
+        "CLOUDGPU_VM_NAME": "job-spot",
+        **extra,
     }
-    return subprocess.run(["sh", str(WATCHER)], env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.Popen(["sh", str(WATCHER)], env=env, text=True), notice
 
 
-def test_preempt_event_writes_the_notice(imds: tuple[str, type[_Imds]], tmp_path: Path) -> None:
-    endpoint, handler = imds
-    handler.pages[:] = [
-        "scheduled_events_none.json",
-        "scheduled_events_none.json",
-        "scheduled_events_preempt.json",
-    ]
-    notice = tmp_path / "run" / "preempt.json"
-    result = run_watcher(endpoint, notice, polls=10)
-    assert result.returncode == 0, result.stderr
-    assert json.loads(notice.read_text()) == {
-        "action": "preempt",
-        "time": "Tue, 01 Dec 2026 02:05:30 GMT",
-        "event_id": "F6A6B1A5-6A4A-4F9B-9B39-3C6D3C1E2F10",
-        "source": "azure-scheduled-events",
-    }
-    assert Path(f"{notice}.flushed").exists()
-    assert len(handler.seen) == 3
+def wait_file(path: Path, timeout: float = 20) -> None:
+    end = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    assert path.exists(), path
+
+
+def test_preempt_is_noticed_then_acknowledged_after_the_flush(
+    imds: AzureImds, tmp_path: Path
+) -> None:
+    proc, notice = start(imds, tmp_path)
+    try:
+        time.sleep(0.5)
+        assert not notice.exists()  # absent: no event
+        imds.preempt("cgpu-other")  # another VM's eviction is not ours
+        time.sleep(0.5)
+        assert not notice.exists()
+        event = imds.preempt("job-spot")
+        wait_file(notice)
+        data = json.loads(notice.read_text())
+        assert data["action"] == "preempt" and data["detail"] == event
+        assert data["source"] == "azure-scheduled-events" and data["time"].endswith("GMT")
+        time.sleep(0.5)
+        assert imds.started == []  # not before the checkpoint is flushed
+        (tmp_path / "run" / "notice.handled").touch()
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert imds.started == [event]
     assert all(
         p == "/metadata/scheduledevents?api-version=2020-07-01" and h == "true"
-        for p, h in handler.seen
+        for p, h in imds.gets
     )
 
 
-def test_no_preempt_event_no_notice(imds: tuple[str, type[_Imds]], tmp_path: Path) -> None:
-    endpoint, handler = imds
-    handler.pages[:] = ["scheduled_events_none.json"]
-    notice = tmp_path / "preempt.json"
-    result = run_watcher(endpoint, notice, polls=3)
-    assert result.returncode == 1 and not notice.exists()
-    assert len(handler.seen) == 3
+def test_without_the_ack_the_event_is_left_alone(imds: AzureImds, tmp_path: Path) -> None:
+    imds.preempt("job-spot")
+    proc, notice = start(imds, tmp_path, CLOUDGPU_ACK_WAIT_S="1")
+    assert proc.wait(30) == 0 and notice.exists()
+    assert imds.started == []
+
+
+def test_no_preempt_event_no_notice(imds: AzureImds, tmp_path: Path) -> None:
+    proc, notice = start(imds, tmp_path, CLOUDGPU_MAX_POLLS="3")
+    assert proc.wait(30) == 1 and not notice.exists()
+    assert len(imds.gets) == 3

@@ -1,98 +1,84 @@
 """templates/watchers/gcp.sh run by a real shell against a loopback metadata server that
-answers like GCE's (values as text/plain, and 403 without the Metadata-Flavor header)."""
+answers like GCE's (tests/fixtures/gcp/metadata.py): no notice while preempted is FALSE,
+the notice within a second of it turning TRUE (a hanging GET, not a poll), and host
+maintenance, which ends GPU VMs too."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.fixtures.http_fake import ServerThread
+from tests.fixtures.gcp.metadata import GceMetadata
 
-# https://cloud.google.com/compute/docs/metadata/querying-metadata: values are plain text;
-# a request without "Metadata-Flavor: Google" is refused with 403.
-METADATA = {
-    "/computeMetadata/v1/instance/preempted": "FALSE",
-    "/computeMetadata/v1/instance/maintenance-event": "NONE",
-}
-
-
-class Metadata(ServerThread):
-    def __init__(self) -> None:
-        self.values = dict(METADATA)
-        self.flavors: list[str | None] = []
-        meta = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                flavor = self.headers.get("Metadata-Flavor")
-                meta.flavors.append(flavor)
-                value = meta.values.get(self.path.split("?")[0])
-                code = 403 if flavor != "Google" else (200 if value is not None else 404)
-                raw = (value or "").encode()
-                self.send_response(code)
-                self.send_header("Metadata-Flavor", "Google")
-                self.send_header("Content-Type", "application/text")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        super().__init__(ThreadingHTTPServer(("127.0.0.1", 0), Handler))
-
-    @property
-    def host(self) -> str:
-        return f"127.0.0.1:{self.server.server_port}"
+pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
 
 
 @pytest.fixture
-def metadata() -> Iterator[Metadata]:
-    with Metadata() as m:
+def metadata() -> Iterator[GceMetadata]:
+    with GceMetadata() as m:
         yield m
 
 
-def run_watcher(metadata: Metadata, tmp_path: Path, polls: int) -> tuple[int, Path]:
+def start_watcher(
+    metadata: GceMetadata, tmp_path: Path, **env: str
+) -> tuple[subprocess.Popen[bytes], Path]:
     script = resources.files("cloudgpu.templates").joinpath("watchers/gcp.sh")
     notice = tmp_path / "run" / "preempt.json"
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "GCE_METADATA_HOST": metadata.host,
-        "CLOUDGPU_NOTICE_FILE": str(notice),
-        "CLOUDGPU_ON_NOTICE": f"echo flushed > {tmp_path / 'hook'}",
-        "CLOUDGPU_POLL_S": "0",
-        "CLOUDGPU_MAX_POLLS": str(polls),
-    }
-    proc = subprocess.run(["sh", str(script)], env=env, timeout=60, capture_output=True)
-    return proc.returncode, notice
+    proc = subprocess.Popen(
+        ["sh", str(script)],
+        env={
+            "PATH": "/usr/bin:/bin",
+            "GCE_METADATA_HOST": metadata.host,
+            "CLOUDGPU_NOTICE_FILE": str(notice),
+            "CLOUDGPU_POLL_S": "0.1",
+            **env,
+        },
+    )
+    return proc, notice
 
 
-def test_no_notice_while_not_preempted(metadata: Metadata, tmp_path: Path) -> None:
-    rc, notice = run_watcher(metadata, tmp_path, polls=3)
-    assert rc == 1 and not notice.exists()
+def test_no_notice_while_not_preempted(metadata: GceMetadata, tmp_path: Path) -> None:
+    proc, notice = start_watcher(metadata, tmp_path, CLOUDGPU_WAIT_S="1", CLOUDGPU_MAX_POLLS="3")
+    assert proc.wait(60) == 1 and not notice.exists()
     assert set(metadata.flavors) == {"Google"}
+    assert metadata.hanging_gets == 2  # the first read, then it waits for a change
 
 
-def test_preempted_writes_notice_and_runs_hook(metadata: Metadata, tmp_path: Path) -> None:
-    metadata.values["/computeMetadata/v1/instance/preempted"] = "TRUE"
-    rc, notice = run_watcher(metadata, tmp_path, polls=3)
-    assert rc == 0
+def test_preemption_is_seen_within_a_second_of_the_change(
+    metadata: GceMetadata, tmp_path: Path
+) -> None:
+    proc, notice = start_watcher(metadata, tmp_path, CLOUDGPU_WAIT_S="30")
+    try:
+        deadline = time.monotonic() + 20
+        while metadata.hanging_gets == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert metadata.hanging_gets == 1  # absent: it is holding a hanging GET
+        changed = time.monotonic()
+        metadata.set("preempted", "TRUE")  # present
+        assert proc.wait(20) == 0
+        assert time.monotonic() - changed < 2
+    finally:
+        if proc.poll() is None:
+            proc.kill()
     data = json.loads(notice.read_text())
     assert data["action"] == "preempt" and data["source"] == "gcp-metadata"
     assert data["time"].endswith("Z")
-    assert (tmp_path / "hook").read_text().strip() == "flushed"
 
 
-def test_host_maintenance_on_a_gpu_vm_is_a_notice(metadata: Metadata, tmp_path: Path) -> None:
-    metadata.values["/computeMetadata/v1/instance/maintenance-event"] = (
-        "TERMINATE_ON_HOST_MAINTENANCE"
-    )
-    rc, notice = run_watcher(metadata, tmp_path, polls=2)
-    assert rc == 0 and json.loads(notice.read_text())["action"] == "maintenance"
+def test_host_maintenance_on_a_gpu_vm_is_a_notice(metadata: GceMetadata, tmp_path: Path) -> None:
+    metadata.set("maintenance-event", "TERMINATE_ON_HOST_MAINTENANCE")
+    proc, notice = start_watcher(metadata, tmp_path, CLOUDGPU_WAIT_S="1", CLOUDGPU_MAX_POLLS="3")
+    assert proc.wait(60) == 0 and json.loads(notice.read_text())["action"] == "maintenance"
+
+
+def test_it_stops_at_the_deadline(metadata: GceMetadata, tmp_path: Path) -> None:
+    past = str(int(time.time()) - 1)
+    proc, notice = start_watcher(metadata, tmp_path, CLOUDGPU_WAIT_S="1", CLOUDGPU_DEADLINE=past)
+    assert proc.wait(60) == 1 and not notice.exists()

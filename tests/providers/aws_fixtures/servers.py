@@ -288,7 +288,14 @@ def pricing_replay(
 
 
 class ImdsHandler(_Quiet):
-    """IMDSv2: PUT /latest/api/token, then GETs carrying X-aws-ec2-metadata-token."""
+    """IMDSv2: PUT /latest/api/token, then GETs carrying X-aws-ec2-metadata-token.
+
+    spot/instance-action answers 404 until ``action`` is set (and ``notice_after`` GETs
+    have passed), then 200 with it; ``one_shot`` serves it once, as the next instance's
+    own IMDS would say 404 (lifecycle tests run both instances on one host).
+    events/recommendations/rebalance answers 200 ``rebalance`` when set, else 404
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/rebalance-recommendations.html).
+    """
 
     server: Any
 
@@ -314,13 +321,23 @@ class ImdsHandler(_Quiet):
             and (self.server.gets > self.server.notice_after)
         ):
             self._send(200, json.dumps(self.server.action).encode(), "text/plain")
+            if self.server.one_shot:
+                self.server.action = None
+            return
+        rebalance = self.server.rebalance
+        if self.path == "/latest/meta-data/events/recommendations/rebalance" and rebalance:
+            self._send(200, json.dumps(rebalance).encode(), "text/plain")
             return
         self._send(404, b'<?xml version="1.0"?><html><body>Not Found</body></html>', "text/html")
 
 
 @contextmanager
 def imds_server(
-    action: dict[str, str] | None, notice_after: int = 0, expire_after: int = 0
+    action: dict[str, str] | None,
+    notice_after: int = 0,
+    expire_after: int = 0,
+    rebalance: dict[str, str] | None = None,
+    one_shot: bool = False,
 ) -> Iterator[ThreadingHTTPServer]:
     with serve(
         ImdsHandler,
@@ -328,6 +345,8 @@ def imds_server(
         action=action,
         notice_after=notice_after,
         expire_after=expire_after,
+        rebalance=rebalance,
+        one_shot=one_shot,
         tokens_issued=0,
         gets=0,
     ) as server:
