@@ -370,6 +370,17 @@ def _live_instance(store: Store, ref: str) -> tuple[JobRecord, InstanceRecord]:
     return job, live[-1]
 
 
+def _require_shell(app: App, rec: InstanceRecord) -> None:
+    """A batch provider (Kaggle) runs the job as one submission: there is no shell to
+    open, and falling back to this machine's shell would be wrong."""
+    if app.registry.get(rec.provider).capabilities.batch:
+        raise ConfigError(
+            f"{rec.provider} runs jobs as batch submissions: there is no shell on "
+            f"{rec.provider_id}",
+            hint="its log and outputs arrive when the run ends (`cloudgpu logs JOB`)",
+        )
+
+
 def to_instance(rec: InstanceRecord) -> Instance:
     s = rec.ssh
     target = None
@@ -403,6 +414,7 @@ def ssh(job: str, command: tuple[str, ...]) -> None:
     app = get_app()
     store = app.store()
     jrec, rec = _live_instance(store, job)
+    _require_shell(app, rec)
     inst = to_instance(rec)
     store.add_event(jrec.id, ACTIVITY, "ssh", rec.id)
     if inst.ssh is None:
@@ -441,6 +453,7 @@ def exec_(job: str, command: tuple[str, ...]) -> None:
     app = get_app()
     store = app.store()
     jrec, rec = _live_instance(store, job)
+    _require_shell(app, rec)
     inst = to_instance(rec)
     store.add_event(jrec.id, ACTIVITY, "exec", rec.id)
     key = None if inst.ssh is None or inst.ssh.key_file else ensure_keypair(app.paths.keys_dir)[0]

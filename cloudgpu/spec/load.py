@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from cloudgpu.data import uri
 from cloudgpu.errors import CloudGPUError, SpecError
 from cloudgpu.spec import schema
 from cloudgpu.spec.fields import MAX_ITEMS, Block, ListOf, Node, Unchecked, Value, clip, shown
@@ -364,11 +365,41 @@ def _verdict(walk: _Walk, job: JobSpec, checks: JobChecks) -> None:
                 f"unknown provider {shown(name)}; {guess}installed: {', '.join(installed)}",
                 beyond=True,
             )
+    _provider_sources(walk, job, installed)
     if job.workload is not None:
         try:
             checks.workload(job.workload)
         except CloudGPUError as exc:
             raise _workload_error(walk, exc) from None
+
+
+def _provider_sources(walk: _Walk, job: JobSpec, installed: list[str]) -> None:
+    """``PROVIDER://...`` data is held by that provider (kaggle://OWNER/DATASET): the
+    scheme must be an installed provider and the job must run only there, so no paid
+    instance starts somewhere that cannot read it."""
+    for i, item in enumerate(job.data):
+        scheme, sep, _ = item.src.partition("://")
+        if not sep or scheme in uri.SCHEMES:
+            continue
+        key = f"data[{i}].src"
+        node = walk.nodes.get(key) or walk.nodes["data"]
+        if scheme not in installed:
+            forms = ", ".join(s + "://" for s in uri.SCHEMES)
+            raise walk.err(
+                node,
+                key,
+                f"{scheme[:40]}:// sources are not supported; expected one of {forms}, "
+                "or PROVIDER:// for data a provider holds itself",
+                beyond=True,
+            )
+        if tuple(job.resources.providers) != (scheme,):
+            raise walk.err(
+                node,
+                key,
+                f"{scheme}:// data is held by the {scheme} provider: the job can run only "
+                f"there; expected resources.providers: [{scheme}]",
+                beyond=True,
+            )
 
 
 def _workload_error(walk: _Walk, exc: CloudGPUError) -> SpecError:

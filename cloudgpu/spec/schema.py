@@ -68,6 +68,18 @@ def nvme_path(description: str) -> Value:
 # Remote data sources (s3:// gs:// az:// https://) are parsed by cloudgpu.data.uri; the
 # JSON Schema states only their scheme (bucket and account rules are the loader's).
 REMOTE_SOURCE_PATTERN = rf"^(?:{'|'.join(uri.SCHEMES)})://\S+$"
+# PROVIDER://... : data a provider holds itself (kaggle://OWNER/DATASET). The scheme must
+# name an installed provider and the job then runs only there: the loader's verdict
+# checks both (spec/load.py), since only it knows the installed providers.
+# Schemes that are transports or other stores' URLs, never a provider's name: refused
+# here already, with the supported forms.
+NOT_PROVIDERS = frozenset(
+    {"http", "ftp", "ftps", "sftp", "ssh", "scp", "file", "rsync", "hdfs", "gcs", "s3a",
+     "s3n", "wasb", "wasbs", "abfs", "abfss", "git", "webdav", "smb", "nfs"}
+)  # fmt: skip
+PROVIDER_SOURCE_PATTERN = (
+    rf"^(?!(?:{'|'.join(sorted(NOT_PROVIDERS))})://)[a-z][a-z0-9_-]*://\S+$"
+)
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 LOCAL_SOURCE_PATTERN = r"^(?![A-Za-z][A-Za-z0-9+.-]*://)[^\x00-\x1f]*\S[^\x00-\x1f]*$"
 SOURCE_FORMS = (
@@ -88,6 +100,8 @@ def _source(value: Any) -> str:
             raise ValueError("expected a local path without control characters")
         return value
     if not re.match(REMOTE_SOURCE_PATTERN, value):
+        if re.match(PROVIDER_SOURCE_PATTERN, value):
+            return value  # a provider's own data: the verdict checks the provider
         schemes = ", ".join(s + "://" for s in uri.SCHEMES)
         raise ValueError(f"{m.group(1)}:// sources are not supported; expected one of {schemes}")
     try:
@@ -102,6 +116,7 @@ SOURCE = Value(
         "anyOf": [
             {"type": "string", "pattern": LOCAL_SOURCE_PATTERN, "maxLength": MAX_TEXT},
             {"type": "string", "pattern": REMOTE_SOURCE_PATTERN, "maxLength": MAX_TEXT},
+            {"type": "string", "pattern": PROVIDER_SOURCE_PATTERN, "maxLength": MAX_TEXT},
         ]
     },
     _source,

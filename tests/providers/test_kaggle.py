@@ -23,7 +23,7 @@ from cloudgpu.errors import ProviderError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import InstanceState, ProviderContext
 from tests.fixtures.kaggle.server import KEY, TOKEN, USER, FakeKaggle
-from tests.lifecycle.helpers import job_file, main_exit, store
+from tests.lifecycle.helpers import cli_proc, job_file, main_exit, store, wait_for
 from tests.providers.contract import ProviderContract
 from tests.providers.lifecycle_kit import write_config
 
@@ -312,3 +312,61 @@ def test_a_job_longer_than_a_session_continues_from_its_checkpoint(
     assert fake.calls().count("SaveKernel") == 3 and fake.kernels == {}
     (rec,) = store(cloudgpu_home).jobs()
     assert [i.state for i in store(cloudgpu_home).instances(rec.id)] == ["terminated"] * 3
+
+
+def test_a_kaggle_dataset_source_is_mounted_and_copied(launch_env: Path, fake: FakeKaggle) -> None:
+    shared = launch_env / "published"
+    shared.mkdir()
+    (shared / "train.csv").write_text("a,b\n1,2\n3,4\n")
+    fake.datasets["someone/tiny-table"] = {"files": {"train.csv": shared / "train.csv"}}
+    job = job_file(
+        launch_env,
+        "name: kds\nresources: {gpu: T4, providers: [kaggle]}\n"
+        "data:\n  - {src: 'kaggle://someone/tiny-table', dst: /nvme/table}\n"
+        "run: wc -l < $CLOUDGPU_NVME/table/train.csv\n",
+    )
+    code, out, err = main_exit(["launch", str(job), "--yes"])
+    assert code == 0, err
+    assert out.strip().splitlines()[-2:][0].strip() in ("3", "[cloudgpu] run ended with status 0")
+    assert "3\n" in out
+    (save,) = [b for name, b, _ in fake.requests if name.endswith("SaveKernel")]
+    assert save["datasetDataSources"] == ["someone/tiny-table"]
+    assert "CreateDataset" not in fake.calls()  # nothing uploaded for a Kaggle dataset
+    assert "someone/tiny-table" in fake.datasets  # and someone else's dataset is left alone
+
+
+@pytest.mark.slow
+def test_no_shell_on_kaggle_and_down_deletes_a_running_kernel(
+    launch_env: Path, fake: FakeKaggle, cloudgpu_home: Path
+) -> None:
+    job = job_file(launch_env, "name: kbg\nresources: {gpu: T4, providers: [kaggle]}\n"
+                   "run: echo up; sleep 120\n")  # fmt: skip
+    env = {"KAGGLE_API_TOKEN": TOKEN, "KAGGLE_USERNAME": USER}
+    res = cli_proc(["launch", str(job), "--yes", "--detach"], cloudgpu_home, env=env)
+    assert res.returncode == 0, res.stderr
+    (rec,) = store(cloudgpu_home).jobs()
+    wait_for(lambda: bool(fake.kernels), what="the kernel to be pushed")
+    wait_for(lambda: store(cloudgpu_home).job(rec.id).state == "running", what="running")
+    for cmd in (["ssh", rec.id], ["exec", rec.id, "--", "nvidia-smi"]):
+        got = cli_proc(cmd, cloudgpu_home, env=env)
+        assert got.returncode == 2, got.stderr
+        assert "kaggle runs jobs as batch submissions: there is no shell" in got.stderr
+        assert "Traceback" not in got.stderr
+    down = cli_proc(["down", rec.id], cloudgpu_home, env=env)
+    assert down.returncode == 0, down.stderr
+    wait_for(lambda: fake.kernels == {}, what="the kernel deleted")
+    assert [i.state for i in store(cloudgpu_home).instances(rec.id)] == ["terminated"]
+
+
+def test_provider_data_sources_pin_the_job_to_that_provider(launch_env: Path) -> None:
+    body = "name: kds\nresources: {gpu: T4%s}\ndata:\n  - {src: '%s', dst: /nvme/t}\nrun: 'true'\n"
+    cases = {
+        ("", "kaggle://someone/tiny"): "kaggle:// data is held by the kaggle provider",
+        (", providers: [aws]", "kaggle://someone/tiny"): "expected resources.providers: [kaggle]",
+        (", providers: [kaggle]", "ftpx://host/x"): "ftpx:// sources are not supported",
+    }
+    for (providers, src), message in cases.items():
+        job = job_file(launch_env, body % (providers, src))
+        for cmd in (["schema", "--check", str(job)], ["plan", str(job)], ["launch", str(job)]):
+            code, _out, err = main_exit(cmd)
+            assert code == 2 and message in err and "data[0].src" in err, (cmd, err)
