@@ -77,9 +77,7 @@ NOT_PROVIDERS = frozenset(
     {"http", "ftp", "ftps", "sftp", "ssh", "scp", "file", "rsync", "hdfs", "gcs", "s3a",
      "s3n", "wasb", "wasbs", "abfs", "abfss", "git", "webdav", "smb", "nfs"}
 )  # fmt: skip
-PROVIDER_SOURCE_PATTERN = (
-    rf"^(?!(?:{'|'.join(sorted(NOT_PROVIDERS))})://)[a-z][a-z0-9_-]*://\S+$"
-)
+PROVIDER_SOURCE_PATTERN = rf"^(?!(?:{'|'.join(sorted(NOT_PROVIDERS))})://)[a-z][a-z0-9_-]*://\S+$"
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 LOCAL_SOURCE_PATTERN = r"^(?![A-Za-z][A-Za-z0-9+.-]*://)[^\x00-\x1f]*\S[^\x00-\x1f]*$"
 SOURCE_FORMS = (
