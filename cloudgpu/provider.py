@@ -214,6 +214,12 @@ class Provider(ABC):
     def terminate(self, instance_id: str) -> None:
         """Delete the instance and everything created with it. Idempotent."""
 
+    def open_machine(self, instance: Instance) -> object | None:
+        """A cloudgpu.remote Machine for an instance reached neither over SSH nor as a
+        workdir here (a pod, through the Kubernetes exec API). None (the default): the
+        lifecycle connects as the Instance's ``ssh``/``workdir`` say."""
+        return None
+
     def preemption_notice(self, instance: Instance) -> float | None:
         """Unix time of a pending interruption seen from outside the instance, or None.
 

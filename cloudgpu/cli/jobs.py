@@ -417,6 +417,11 @@ def ssh(job: str, command: tuple[str, ...]) -> None:
     _require_shell(app, rec)
     inst = to_instance(rec)
     store.add_event(jrec.id, ACTIVITY, "ssh", rec.id)
+    if inst.ssh is None and not inst.workdir:  # reached through its provider's own API
+        raise StateError(
+            f"job {jrec.id}'s {rec.provider} instance has no SSH access",
+            hint=f"`cloudgpu exec {jrec.id} -- CMD` runs commands there",
+        )
     if inst.ssh is None:
         env = {**app.env, "CLOUDGPU_NVME": inst.nvme_mount, "CLOUDGPU_INSTANCE": inst.id}
         argv = [app.env.get("SHELL", "/bin/bash")]
@@ -456,14 +461,20 @@ def exec_(job: str, command: tuple[str, ...]) -> None:
     _require_shell(app, rec)
     inst = to_instance(rec)
     store.add_event(jrec.id, ACTIVITY, "exec", rec.id)
-    key = None if inst.ssh is None or inst.ssh.key_file else ensure_keypair(app.paths.keys_dir)[0]
-    machine = remote.connect(
-        inst,
-        known_hosts=app.paths.data_dir / "known_hosts",
-        key_file=key,
-        timeout=30,
-        use_openssh=False,
-    )
+    own = app.registry.get(rec.provider).open_machine(inst)
+    if isinstance(own, remote.Machine):
+        machine: remote.Machine = own
+    else:
+        key = (
+            None if inst.ssh is None or inst.ssh.key_file else ensure_keypair(app.paths.keys_dir)[0]
+        )
+        machine = remote.connect(
+            inst,
+            known_hosts=app.paths.data_dir / "known_hosts",
+            key_file=key,
+            timeout=30,
+            use_openssh=False,
+        )
     out = sys.stdout.buffer
     err = sys.stderr.buffer
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cloudgpu.catalog.offer import Offer
-from cloudgpu.errors import JobError, LimitExceeded
+from cloudgpu.errors import JobError, LimitExceeded, ProviderError
 from cloudgpu.lifecycle import billing, metrics, notice, states, watch
 from cloudgpu.lifecycle.batch import batch_job, run_batch
 from cloudgpu.lifecycle.bootstrap import INSTANCE_ENV, bootstrap
@@ -181,6 +181,11 @@ class JobRun:
         def pinned(label: str, fp: str) -> None:
             self.deps.sink.info(f"host key of {label} pinned on first use: {fp}")
 
+        own = got.provider.open_machine(got.instance)
+        if own is not None:
+            if not isinstance(own, Machine):
+                raise ProviderError(f"{got.provider.name}: open_machine gave no Machine")
+            return own
         key = None if got.instance.ssh and got.instance.ssh.key_file else self.key_file
         return self.deps.connect(
             got.instance,

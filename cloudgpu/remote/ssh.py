@@ -61,6 +61,15 @@ def compose(
     return f"{mark}\n{body}"
 
 
+def kill_script(pgid: int) -> str:
+    """Shell text ending process group ``pgid``: TERM, then KILL after the grace period."""
+    return (
+        f"kill -TERM -- -{pgid} 2>/dev/null; i=0; "
+        f"while kill -0 -- -{pgid} 2>/dev/null && [ $i -lt {int(KILL_GRACE_S * 10)} ]; "
+        f"do sleep 0.1; i=$((i+1)); done; kill -KILL -- -{pgid} 2>/dev/null; true"
+    )
+
+
 def launched(launcher: Sequence[str], command: str) -> str:
     """``command`` (shell text) run through ``launcher`` (argv) on the SSH host."""
     if not launcher:
@@ -136,14 +145,14 @@ class SSHMachine:
         full_env = {NVME_ENV: self.nvme_path, **(env or {})}
         chan = self._channel(compose(command, full_env, cwd, self.launcher))
         chan.shutdown_write()  # jobs get EOF on stdin, never a hang waiting for input
-        out = _Demux(on_stdout)
+        out = Demux(on_stdout)
         deadline = None if timeout is None else time.monotonic() + timeout
         ended: int | None = None
         give_up = float("inf")
         try:
             while not _finished(chan):
                 if ended is None:
-                    ended = _why_end(stop, deadline)
+                    ended = why_end(stop, deadline)
                     give_up = time.monotonic() + KILL_GRACE_S + 10
                 if ended is not None and not out.killed and out.pgid is not None:
                     self._kill(out.pgid)
@@ -165,12 +174,7 @@ class SSHMachine:
     def _kill(self, pgid: int | None) -> None:
         if pgid is None:
             return
-        script = (
-            f"kill -TERM -- -{pgid} 2>/dev/null; i=0; "
-            f"while kill -0 -- -{pgid} 2>/dev/null && [ $i -lt {int(KILL_GRACE_S * 10)} ]; "
-            f"do sleep 0.1; i=$((i+1)); done; kill -KILL -- -{pgid} 2>/dev/null; true"
-        )
-        chan = self._channel(script)
+        chan = self._channel(kill_script(pgid))
         chan.recv_exit_status()
         chan.close()
 
@@ -224,7 +228,7 @@ class SSHMachine:
         close_transport(self.transport)
 
 
-def _why_end(stop: threading.Event | None, deadline: float | None) -> int | None:
+def why_end(stop: threading.Event | None, deadline: float | None) -> int | None:
     if stop is not None and stop.is_set():
         return EXIT_STOPPED
     if deadline is not None and time.monotonic() >= deadline:
@@ -246,8 +250,8 @@ def _finished(chan: paramiko.Channel) -> bool:
     return chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready()
 
 
-class _Demux:
-    """Strips the wrapper's process-group line off the head of stdout."""
+class Demux:
+    """Strips compose()'s process-group line off the head of stdout (``.pgid``)."""
 
     def __init__(self, sink: OutputFn | None) -> None:
         self.sink = sink

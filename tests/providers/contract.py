@@ -108,7 +108,8 @@ class ProviderContract:
                 assert inst.tags.get(k) == v
             running = self.wait_running(provider, inst.id)
             assert running.state == InstanceState.RUNNING
-            if provider.capabilities.remote and not provider.capabilities.batch:
+            reached = provider.capabilities.remote and not provider.capabilities.batch
+            if reached and provider.open_machine(running) is None:
                 assert running.ssh is not None and running.ssh.host
             found = provider.list_instances({TAG_JOB: req.tags[TAG_JOB]})
             assert [i.id for i in found] == [inst.id]
