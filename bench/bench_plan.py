@@ -56,7 +56,7 @@ def commands(workdir: Path) -> dict[str, list[str]]:
     for name, text in JOBS.items():
         path = workdir / f"{name}.yaml"
         path.write_text(text)
-        out[f"cloudgpu plan {name}.yaml"] = [*cg, "plan", str(path)]
+        out[f"cloudgpu plan {name}.yaml"] = [*cg, "plan", str(path), "--all-providers"]
     return out
 
 

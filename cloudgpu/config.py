@@ -7,7 +7,7 @@ Layout::
     stale_after_days = 30
 
     [providers.aws]                   # one table per provider, passed to it as-is
-    regions = ["us-east-1"]
+    regions = ["us-east-1"]           # every provider: only offers there (globs)
     endpoint_url = "http://127.0.0.1:5000"   # e.g. a moto server in tests
 
     [providers.sim]
@@ -37,6 +37,25 @@ class Config:
         if not isinstance(table, dict):
             raise ConfigError(f"{self.source}: providers.{name}: expected a table")
         return table
+
+    def provider_regions(self) -> dict[str, list[str]]:
+        """``regions`` of every ``[providers.NAME]`` table: the one key the core reads
+        from a provider's table (globs; that provider's offers elsewhere are not used)."""
+        out: dict[str, list[str]] = {}
+        for name in self.data.get("providers", {}):
+            value = self.provider(name).get("regions")
+            if value is None:
+                continue
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                raise ConfigError(
+                    f"{self.source}: providers.{name}.regions: expected a list of region "
+                    'names or globs, e.g. ["us-east-1", "eu-*"]'
+                )
+            if value:
+                out[name] = value
+        return out
 
     def defaults(self) -> dict[str, Any]:
         table = self.data.get("defaults", {})

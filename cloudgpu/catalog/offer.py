@@ -112,3 +112,13 @@ class Offer:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def describe_offer(o: Offer) -> str:
+    """One line naming an offer, as launch and provisioning print it."""
+    gpu = f"{o.gpu}:{o.gpu_count}" if o.gpu_count else "no GPU"
+    where = f"{o.region}/{o.zone}" if o.zone else o.region
+    return (
+        f"{o.provider} {o.instance_type} ({where}, {o.market}; {gpu}, {o.vcpus:g} vCPU, "
+        f"{o.memory_gb:g} GB) ${o.price_per_hour:.2f}/h"
+    )

@@ -57,6 +57,3 @@ def get_app() -> App:
     if not isinstance(root.obj, App):
         root.obj = App()
     return root.obj
-
-
-pass_app = click.make_pass_decorator(App, ensure=True)

@@ -3,7 +3,8 @@
 Exit status: the job's own exit code when its setup or run fails; otherwise 0, or one of
 cloudgpu.errors' EXIT_* codes for failures before the run (2 bad input / nothing fits,
 4 provider, 5 SSH, 6 a limit stopped the job, 130 interrupted). Thin: the ranking
-comes from cloudgpu.planner, the lifecycle lives in cloudgpu.lifecycle.
+comes from the one gather + plan path (cloudgpu.planner.choose), the same as `plan`'s;
+the lifecycle lives in cloudgpu.lifecycle.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,26 +24,20 @@ from typing import Any
 import click
 
 from cloudgpu import remote
-from cloudgpu.catalog import GpuRegistry, load_catalog, load_registry
-from cloudgpu.catalog.offer import Offer
+from cloudgpu.catalog.offer import Offer, describe_offer
 from cloudgpu.cli.context import App, get_app
 from cloudgpu.cli.jobs import job_dict
+from cloudgpu.cli.plan import offer_json
+from cloudgpu.cli.sources import choose
 from cloudgpu.errors import CloudGPUError, ConfigError
 from cloudgpu.lifecycle import detach, states
 from cloudgpu.lifecycle.deps import Deps
-from cloudgpu.lifecycle.launch import (
-    Gathered,
-    create_job,
-    gather_offers,
-    new_job_id,
-    owner,
-    rank_offers,
-)
+from cloudgpu.lifecycle.launch import create_job, new_job_id, owner
 from cloudgpu.lifecycle.output import PREFIX, JobLog
 from cloudgpu.lifecycle.provision import Retry
 from cloudgpu.lifecycle.run import JobRun, LaunchOptions
-from cloudgpu.lifecycle.select import Ranking, describe_offer
-from cloudgpu.planner import plan
+from cloudgpu.planner import Candidate
+from cloudgpu.planner.choose import Choice
 from cloudgpu.scaffold import copy_template, job_file_for
 from cloudgpu.spec import JobSpec
 
@@ -83,37 +78,31 @@ def teardown_on_signals() -> Iterator[Callable[[], None]]:
             signal.signal(s, h)
 
 
-def _catalog(app: App) -> Callable[[Sequence[str]], list[Offer]]:
-    return lambda names: load_catalog(app.paths, names, warn=None).offers
+def _estimate(c: Candidate) -> str | None:
+    if c.est_hours is None or c.est_cost is None:
+        return None
+    return f"est {c.est_hours:.1f} h, ${c.est_cost:,.2f} total"
 
 
-def _show_plan(job: JobSpec, ranking: Ranking, notes: list[str], *, err: bool = False) -> None:
-    total = len(ranking.fits) + len(ranking.rejected)
+def _show_plan(choice: Choice, *, err: bool = False) -> None:
+    fits = choice.candidates
     say = lambda text: click.echo(text, err=err)  # noqa: E731
-    say(f"{job.name}: {len(ranking.fits)} of {total} offer(s) fit; best first:")
-    for i, offer in enumerate(ranking.fits[:SHOWN], 1):
-        est = ranking.estimates.get(offer.key)
-        line = describe_offer(offer) + (f"; {est}" if est else "")
+    total = len(choice.gathered.offers)
+    say(f"{choice.job.name}: {len(fits)} of {total} offer(s) fit; best first:")
+    for i, c in enumerate(fits[:SHOWN], 1):
+        est = _estimate(c)
+        line = describe_offer(c.offer) + (f"; {est}" if est else "")
         say(f"  {i}. {line}{'   <- launch' if i == 1 else ''}")
-    if len(ranking.fits) > SHOWN:
-        say(f"  ... {len(ranking.fits) - SHOWN} more (used if these have no capacity)")
+    if len(fits) > SHOWN:
+        say(f"  ... {len(fits) - SHOWN} more (used if these have no capacity)")
+    notes = choice.gathered.notes
     if notes:
         names = ", ".join(n.split(":", 1)[0] for n in notes)
         say(f"  (not used: {names}; `cloudgpu check` says why)")
 
 
-def _offer_json(offer: Offer, ranking: Ranking) -> dict[str, Any]:
-    return {
-        "provider": offer.provider,
-        "instance_type": offer.instance_type,
-        "region": offer.region,
-        "zone": offer.zone,
-        "market": offer.market,
-        "gpu": offer.gpu,
-        "gpu_count": offer.gpu_count,
-        "price_per_hour": offer.price_per_hour,
-        "estimate": ranking.estimates.get(offer.key),
-    }
+def _candidate_json(c: Candidate) -> dict[str, Any]:
+    return {**offer_json(c.offer), "estimate": _estimate(c)}
 
 
 def _follow(job_id: str, log_path: Path) -> dict[str, str]:
@@ -161,10 +150,11 @@ def launch(job_file: str, foreground_of: str | None, **flags: Any) -> None:
         _foreground(app, job_file, foreground_of, opts)
         return
     job_file, template = job_file_for(job_file, Path.cwd())
-    job, ranking = _plan(app, job_file, show=True, err=opts.as_json)
+    job, choice = _plan(app, job_file, show=True, err=opts.as_json)
+    offers = choice.require()
     if opts.dry_run:
         if opts.as_json:
-            fits = [_offer_json(o, ranking) for o in ranking.fits]
+            fits = [_candidate_json(c) for c in choice.candidates]
             click.echo(json.dumps({"job": job.name, "launched": False, "candidates": fits}))
         else:
             click.echo("dry run: nothing launched")
@@ -172,7 +162,7 @@ def launch(job_file: str, foreground_of: str | None, **flags: Any) -> None:
     if not opts.yes:
         if not sys.stdin.isatty():
             raise ConfigError("launching costs money: confirm with --yes when not interactive")
-        click.confirm(f"Launch on {describe_offer(ranking.fits[0])}?", abort=True, err=True)
+        click.confirm(f"Launch on {describe_offer(offers[0])}?", abort=True, err=True)
     if template is not None:
         # Outputs land beside the job file: copy the template out of the package first.
         written = copy_template(template, Path("."))
@@ -195,7 +185,7 @@ def launch(job_file: str, foreground_of: str | None, **flags: Any) -> None:
         return
     click.echo(f"job {job_id}  (log: {log_path})", err=True)
     try:
-        rc = _run(app, job, job_id, ranking.fits, log_path, opts, terminal=True)
+        rc = _run(app, job, job_id, offers, log_path, opts, terminal=True)
     finally:
         if opts.as_json:  # the outcome, success or not, before any error line
             doc = job_dict(store, store.job(job_id), time.time())
@@ -220,14 +210,16 @@ class Flags:
         return ["--retry-until-up"] if self.retry_until_up else []
 
 
-def _plan(app: App, job_file: str, *, show: bool, err: bool = False) -> tuple[JobSpec, Ranking]:
+def _plan(app: App, job_file: str, *, show: bool, err: bool = False) -> tuple[JobSpec, Choice]:
+    """The job and its plan, from the same gather + plan path as `plan`; ConfigError
+    saying why when nothing fits."""
     job = app.load_job(job_file)
-    gathered = gather_offers(job, app.registry.names(), app.registry.get, _catalog(app))
-    ranking = plan_offers(job, gathered, load_registry())
+    choice = choose(app, job)
+    choice.require()
     if show:
-        _show_plan(job, ranking, gathered.notes, err=err)
+        _show_plan(choice, err=err)
         sys.stdout.flush()  # before the job's own output, which bypasses this text layer
-    return job, ranking
+    return job, choice
 
 
 def _foreground(app: App, job_file: str, job_id: str, opts: Flags) -> None:
@@ -235,35 +227,13 @@ def _foreground(app: App, job_file: str, job_id: str, opts: Flags) -> None:
     store = app.store()
     log_path = app.paths.logs_dir / f"{job_id}.log"
     try:
-        job, ranking = _plan(app, job_file, show=False)
+        job, choice = _plan(app, job_file, show=False)
     except CloudGPUError as exc:
         store.update_job(job_id, state=states.FAILED, error=str(exc)[:500])
         raise
-    rc = _run(app, job, job_id, ranking.fits, log_path, opts, terminal=False)
+    rc = _run(app, job, job_id, choice.offers, log_path, opts, terminal=False)
     if rc:
         sys.exit(rc)
-
-
-def plan_offers(job: JobSpec, gathered: Gathered, gpus: GpuRegistry) -> Ranking:
-    """Single-node candidates in the planner's order (total estimated cost when the job
-    has a workload, else hourly price); when nothing fits, the planner's explanation or
-    the closest offer and what it lacks."""
-    result = plan(job, gathered.offers, registry=gpus)
-    single = [c for c in result.candidates if c.num_nodes == 1]
-    if single:
-        estimates = {
-            c.offer.key: f"est {c.est_hours:.1f} h, ${c.est_cost:,.2f} total"
-            for c in single
-            if c.est_hours is not None and c.est_cost is not None
-        }
-        rejected = [(c.offer, [c.reason]) for c in result.rejected]
-        return Ranking([c.offer for c in single], rejected, estimates)
-    if result.needs:
-        raise ConfigError(
-            f"{job.source}: no offer fits: {result.needs}",
-            hint="relax resources or the workload, or enable more providers",
-        )
-    return rank_offers(job, gathered, gpus)  # raises, naming the closest offer
 
 
 def detach_spawn(app: App, job_file: str, job_id: str, log_path: Path, opts: Flags) -> int:

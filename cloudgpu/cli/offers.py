@@ -27,8 +27,8 @@ from cloudgpu.catalog.query import (
     GROUPINGS,
     SORTS,
     OfferQuery,
+    gpu_names,
     parse_amount,
-    parse_gpu,
     require_offers,
 )
 from cloudgpu.cli.context import App, get_app
@@ -150,7 +150,7 @@ def _market(spot: bool, on_demand: bool) -> str | None:
     return "spot" if spot else "on_demand" if on_demand else None
 
 
-def build_query(opts: dict[str, Any]) -> OfferQuery:
+def build_query(opts: dict[str, Any], provider_regions: dict[str, list[str]]) -> OfferQuery:
     def amount(key: str, what: str) -> Any:
         return parse_amount(opts[key], what) if opts[key] is not None else None
 
@@ -175,6 +175,7 @@ def build_query(opts: dict[str, Any]) -> OfferQuery:
         limit=None if limit == 0 else limit,
         include_non_gpu=opts["all_accelerators"],
         free=opts["free"],
+        provider_regions=provider_regions,
     )
 
 
@@ -222,12 +223,12 @@ def offers(**opts: Any) -> None:
     if shown is None:  # data for scripts is never cut short silently
         shown = DEFAULT_LIMIT if fmt in ("table", "markdown") else 0
     opts["limit"] = shown
-    query = build_query(opts)
     app = get_app()
+    query = build_query(opts, app.config.provider_regions())
     registry = load_registry()
-    gpu_names = parse_gpu(query.gpu, registry).names if query.gpu else None
-    catalog = load_for(app, query.providers, opts["stale_days"], gpu_names)
-    if gpu_names is not None and not catalog.offers:
+    names = gpu_names(query.gpu, registry) if query.gpu else None
+    catalog = load_for(app, query.providers, opts["stale_days"], names)
+    if names is not None and not catalog.offers:
         raise CatalogError(
             f"no offers left: --gpu {query.gpu} matches none of the "
             f"{catalog.total_offers()} offers in the catalog",

@@ -1,15 +1,14 @@
 """`cloudgpu plan JOB.yaml` and `cloudgpu estimate --model ... --kind ...`: rank the
 machines that fit a workload by what the whole job costs.
 
-Thin: loads the job (or builds one from flags), the GPU registry, the offer catalog and
-the startup history, calls cloudgpu.planner.plan and renders the result as a table or
-JSON. All sizing and ranking lives in the planner.
+Thin: loads the job (or builds one from flags), plans it through the one gather + plan
+path (cloudgpu.planner.choose, via cloudgpu.cli.sources) and renders the result as a
+table or JSON. All gathering, sizing and ranking lives in the core.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,19 +17,20 @@ from typing import Any
 import click
 
 from cloudgpu.catalog import GpuRegistry, Offer, load_catalog, load_registry
-from cloudgpu.cli.context import App, get_app
-from cloudgpu.cli.offers import reported_offers
+from cloudgpu.cli.context import get_app
+from cloudgpu.cli.sources import choose, run_history, startup_history
 from cloudgpu.errors import ConfigError
-from cloudgpu.planner import OBJECTIVES, Candidate, Plan, RunHistory, StartupHistory
+from cloudgpu.planner import OBJECTIVES, Candidate, Plan
 from cloudgpu.planner import plan as make_plan
+from cloudgpu.planner.choose import nothing_fits
 from cloudgpu.scaffold import job_file_for
 from cloudgpu.spec.model import GpuRequest, JobSpec, Resources
 
 F = Callable[..., Any]
 
 
-def candidate_json(c: Candidate) -> dict[str, Any]:
-    o = c.offer
+def offer_json(o: Offer) -> dict[str, Any]:
+    """The offer fields every candidate listing starts with (plan, launch, runner)."""
     return {
         "provider": o.provider,
         "instance_type": o.instance_type,
@@ -39,6 +39,13 @@ def candidate_json(c: Candidate) -> dict[str, Any]:
         "market": o.market,
         "gpu": o.gpu,
         "gpu_count": o.gpu_count,
+        "price_per_hour": round(o.price_per_hour, 4),
+    }
+
+
+def candidate_json(c: Candidate) -> dict[str, Any]:
+    return {
+        **offer_json(c.offer),
         "num_nodes": c.num_nodes,
         "fits": c.fits,
         "memory_per_gpu_gb": c.memory_per_gpu_gb,
@@ -218,7 +225,7 @@ def render_free(p: Plan) -> list[str]:
     return lines
 
 
-def emit(p: Plan, as_json: bool, limit: int, all_rows: bool) -> None:
+def emit(p: Plan, as_json: bool, limit: int, all_rows: bool, hint: str | None = None) -> None:
     if not p.candidates:
         why = p.needs or "no offer meets the job's resources"
         if as_json:  # the answer for scripts: fits false, why, and the nearest misses
@@ -229,69 +236,13 @@ def emit(p: Plan, as_json: bool, limit: int, all_rows: bool) -> None:
         else:
             for line in render_rejected(p, limit):
                 click.echo(line, err=True)
-        raise ConfigError(f"nothing fits: {why}", hint="see the reasons above")
+        raise ConfigError(f"nothing fits: {why}", hint=hint or "see the reasons above")
     if as_json:
         rows = p.candidates[:limit]
         rows += [c for c in p.rejected if all_rows or _workload_reject(c)][:limit]
         click.echo(json.dumps([candidate_json(c) for c in rows], indent=2))
     else:
         click.echo(render_plan(p, limit))
-
-
-def local_data_bytes(job: JobSpec) -> int | None:
-    """Bytes of the job's local data sources; None when any source is remote or missing."""
-    total = 0
-    for item in job.data:
-        if "://" in item.src:
-            return None
-        path = Path(job.base_dir or ".", item.src).expanduser()
-        if path.is_file():
-            total += path.stat().st_size
-        elif path.is_dir():
-            for root, _dirs, files in os.walk(path):
-                total += sum(Path(root, f).stat().st_size for f in files)
-        else:
-            return None
-    return total if job.data else None
-
-
-def gather_offers(app: App, job: JobSpec) -> list[Offer]:
-    """The catalog's offers plus those of enabled providers the catalog has no table for
-    (local, ssh, sim report their own machines). Such a provider is asked only when the
-    job names it, the config has a table for it, or it is `local`: importing the others
-    (ssh loads paramiko) would cost more than the whole plan."""
-    catalog = load_catalog(app.paths)
-    offers = list(catalog.offers)
-    wanted = job.resources.providers
-    warn = lambda m: click.echo(f"note: {m}", err=True)  # noqa: E731
-    for name in app.registry.names():
-        if name in catalog.sources or (wanted and name not in wanted):
-            continue
-        if name not in wanted and name != "local" and not app.config.provider(name):
-            continue
-        offers += reported_offers(app, name, strict=False, warn=warn)[0]
-    return offers
-
-
-def _history(app: App) -> StartupHistory:
-    if not app.paths.state_db.exists():
-        return StartupHistory()
-    store = app.store()
-    try:
-        return StartupHistory.from_store(store)
-    finally:
-        store.close()
-
-
-def _runs(app: App) -> RunHistory:
-    """The user's measured runs (jobs that reported tokens/s), which correct estimates."""
-    if not app.paths.state_db.exists():
-        return RunHistory()
-    store = app.store()
-    try:
-        return RunHistory.from_store(store)
-    finally:
-        store.close()
 
 
 def _common(func: F) -> F:
@@ -319,10 +270,19 @@ def _common(func: F) -> F:
     return func
 
 
+ALL_PROVIDERS_HELP = (
+    "Every provider the catalog knows, enabled or not (a what-if); default: the enabled "
+    "ones, exactly what `launch` would try."
+)
+
+
 @click.command("plan")
 @click.argument("job_file", type=click.Path(dir_okay=False))
 @_common
-def plan_cmd(job_file: str, objective: str, as_json: bool, limit: int, all_rows: bool) -> None:
+@click.option("--all-providers", is_flag=True, help=ALL_PROVIDERS_HELP)
+def plan_cmd(
+    job_file: str, objective: str, as_json: bool, limit: int, all_rows: bool, all_providers: bool
+) -> None:
     """Rank the machines that fit JOB_FILE by estimated total cost.
 
     JOB_FILE may also name a starter template (quickstart, finetune, batch-inference).
@@ -338,21 +298,14 @@ def plan_cmd(job_file: str, objective: str, as_json: bool, limit: int, all_rows:
                             # precision, tensor_parallel, lora_rank, mfu, batch, ...
 
     Estimated hours include startup (your past launches when known), data staging,
-    data stalls and, on spot, an interruption allowance.
+    data stalls and, on spot, an interruption allowance. The candidates are those of the
+    enabled providers, in the order `launch` tries them (--all-providers: every provider).
     """
     app = get_app()
     job = app.load_job(job_file_for(job_file, Path.cwd())[0])
-    registry = load_registry()
-    result = make_plan(
-        job,
-        gather_offers(app, job),
-        registry=registry,
-        objective=objective,
-        history=_history(app),
-        runs=_runs(app),
-        data_bytes=local_data_bytes(job),
-    )
-    emit(result, as_json, limit, all_rows)
+    choice = choose(app, job, objective=objective, all_providers=all_providers)
+    hint = nothing_fits(choice).hint if not choice.candidates else None
+    emit(choice.plan, as_json, limit, all_rows, hint)
 
 
 plan = plan_cmd  # COMMANDS names the attribute `plan`
@@ -477,8 +430,8 @@ def estimate(
         offers,
         registry=registry,
         objective=objective,
-        history=_history(app),
-        runs=_runs(app),
+        history=startup_history(app),
+        runs=run_history(app),
     )
     emit(result, as_json, limit, all_rows)
     if gpu and count is not None and not as_json:

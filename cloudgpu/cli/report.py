@@ -22,9 +22,11 @@ import click
 from cloudgpu.catalog import OfferQuery, load_catalog, load_registry, parse_amount, require_offers
 from cloudgpu.cli.buyrent import buyrent_options, compute, report_for
 from cloudgpu.cli.context import get_app
+from cloudgpu.cli.plan import ALL_PROVIDERS_HELP
+from cloudgpu.cli.sources import choose
 from cloudgpu.costs import parse_since, summarize
 from cloudgpu.errors import ConfigError
-from cloudgpu.planner import OBJECTIVES, StartupHistory, plan
+from cloudgpu.planner import OBJECTIVES
 from cloudgpu.reports.model import Report
 from cloudgpu.reports.offers import offers_report
 from cloudgpu.reports.plan import plan_report
@@ -153,6 +155,7 @@ def offers_cmd(
     registry = load_registry()
     catalog = load_catalog(app.paths, warn=lambda m: click.echo(f"warning: {m}", err=True))
     query = OfferQuery(
+        provider_regions=app.config.provider_regions(),
         gpu=gpu,
         gpus=parse_amount(gpus, "--gpus") if gpus else None,
         market=market,
@@ -204,21 +207,18 @@ def buy_vs_rent_cmd(fmt: str | None, out: Path | None, table: str | None, **para
     show_default=True,
     help="Rank by total cost, speed, or $/hour.",
 )
+@click.option("--all-providers", is_flag=True, help=ALL_PROVIDERS_HELP)
 @output_options
 def plan_cmd(
-    job_file: str, objective: str, fmt: str | None, out: Path | None, table: str | None
+    job_file: str,
+    objective: str,
+    all_providers: bool,
+    fmt: str | None,
+    out: Path | None,
+    table: str | None,
 ) -> None:
     """The machines that fit JOB_FILE, ranked by estimated total cost, with charts."""
     app = get_app()
     job = app.load_job(job_file_for(job_file, Path.cwd())[0])
-    registry = load_registry()
-    catalog = load_catalog(app.paths, warn=lambda m: click.echo(f"warning: {m}", err=True))
-    history = StartupHistory()
-    if app.paths.state_db.exists():
-        store = app.store()
-        try:
-            history = StartupHistory.from_store(store)
-        finally:
-            store.close()
-    result = plan(job, catalog.offers, registry=registry, objective=objective, history=history)
-    emit(plan_report(result, job.name or Path(job_file).name, _now_text()), fmt, out, table)
+    choice = choose(app, job, objective=objective, all_providers=all_providers)
+    emit(plan_report(choice.plan, job.name or Path(job_file).name, _now_text()), fmt, out, table)

@@ -7,28 +7,35 @@ named by ``[runner] token_env`` in config.toml) and is never printed.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
 from cloudgpu import remote
-from cloudgpu.catalog import load_catalog, load_registry
-from cloudgpu.catalog.offer import Offer
+from cloudgpu.catalog.offer import Offer, describe_offer
 from cloudgpu.cli.context import App, get_app
+from cloudgpu.cli.plan import offer_json
+from cloudgpu.cli.sources import choose, startup_history
 from cloudgpu.errors import ConfigError
 from cloudgpu.lifecycle.deps import Deps
-from cloudgpu.lifecycle.launch import gather_offers, rank_offers
 from cloudgpu.lifecycle.output import JobLog
 from cloudgpu.planner.overhead import StartupHistory
 from cloudgpu.provider import Provider
 from cloudgpu.runners.github import GitHubClient
 from cloudgpu.runners.naming import repo_owner_tag
-from cloudgpu.runners.orchestrator import RunnerRequest, Runners, RunnerSource, Swept
+from cloudgpu.runners.orchestrator import (
+    RunnerRequest,
+    Runners,
+    RunnerSource,
+    Swept,
+    plan_runner,
+)
 from cloudgpu.runners.pools import Pool, load_serve_config
 from cloudgpu.runners.serve import RunnerService, WebhookServer, parse_listen
 from cloudgpu.runners.webhook import WorkflowJobEvent
@@ -74,14 +81,6 @@ def make_runners(app: App, repo: str, store: Store | None = None) -> Runners:
         env=app.env,
     )
     history = StartupHistory.from_store(store)
-
-    def offers_for(job: JobSpec) -> list[Offer]:
-        def catalog(names: Sequence[str]) -> list[Offer]:
-            return load_catalog(app.paths, names, warn=None).offers
-
-        gathered = gather_offers(job, app.registry.names(), app.registry.get, catalog)
-        return rank_offers(job, gathered, load_registry()).fits
-
     source = RunnerSource(
         url=_opt(cfg.get("runner_url")),
         sha256=_opt(cfg.get("runner_sha256")),
@@ -90,13 +89,18 @@ def make_runners(app: App, repo: str, store: Store | None = None) -> Runners:
     return Runners(
         deps=deps,
         github=github_client(app),
-        offers_for=offers_for,
+        offers_for=offers_for(app),
         providers=lambda: _enabled(app),
         boot_estimate_s=history.startup_s,
         source=source,
         online_timeout_s=float(cfg.get("online_timeout_s", 600)),  # type: ignore[arg-type]
         boot_grace_s=float(cfg.get("boot_grace_s", 900)),  # type: ignore[arg-type]
     )
+
+
+def offers_for(app: App) -> Callable[[JobSpec], list[Offer]]:
+    """A runner's offers through the same gather + plan path as `plan` and `launch`."""
+    return lambda job: choose(app, job).require()
 
 
 def _opt(value: object) -> str | None:
@@ -139,6 +143,8 @@ def runner() -> None:
 @click.option("--providers", default="", help="Comma-separated providers to consider.")
 @click.option("--allow-public", is_flag=True, help="Allow a public repository (read the docs).")
 @click.option("--github-output", is_flag=True, help="Write label/runner-id/instance-id outputs.")
+@click.option("--dry-run", is_flag=True, help="Show the offers it would try, then stop.")
+@click.option("--json", "as_json", is_flag=True, help="With --dry-run: those offers as JSON.")
 def start(
     repo: str,
     gpu: str,
@@ -151,10 +157,14 @@ def start(
     providers: str,
     allow_public: bool,
     github_output: bool,
+    dry_run: bool,
+    as_json: bool,
 ) -> None:
     """Start a single-use runner and wait until GitHub reports it online."""
     app = get_app()
-    tag = run_tag or _default_run_tag(app)
+    if as_json and not dry_run:
+        raise click.UsageError("--json goes with --dry-run")
+    tag = run_tag or (_default_run_tag(app) if not dry_run else "dry-run")
     req = RunnerRequest(
         repo=repo,
         run_tag=tag,
@@ -167,6 +177,9 @@ def start(
         providers=tuple(x.strip() for x in providers.split(",") if x.strip()),
         allow_public=allow_public,
     )
+    if dry_run:
+        _dry_run(app, req, as_json)
+        return
     started = make_runners(app, repo).start(req)
     click.echo(f"runner {started.label} online on {started.provider} {started.instance_id}")
     click.echo(
@@ -181,6 +194,18 @@ def start(
                 f"label={started.label}\nrunner-id={started.runner_id}\n"
                 f"instance-id={started.instance_id}\n"
             )
+
+
+def _dry_run(app: App, req: RunnerRequest, as_json: bool) -> None:
+    """What `start` would choose, through the same checks, without GitHub or a provider."""
+    _, _, offers = plan_runner(req, offers_for(app), startup_history(app).startup_s)
+    if as_json:
+        click.echo(json.dumps([offer_json(o) for o in offers], indent=2))
+        return
+    click.echo(f"runner for {req.repo}: {len(offers)} offer(s) fit; best first:")
+    for i, offer in enumerate(offers[:5], 1):
+        click.echo(f"  {i}. {describe_offer(offer)}{'   <- start' if i == 1 else ''}")
+    click.echo("dry run: nothing started")
 
 
 def _default_run_tag(app: App) -> str:

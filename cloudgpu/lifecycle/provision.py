@@ -18,11 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cloudgpu.batch import BatchJob
-from cloudgpu.catalog.offer import Offer
+from cloudgpu.catalog.offer import Offer, describe_offer
 from cloudgpu.errors import CapacityError, ProviderError, QuotaError
 from cloudgpu.lifecycle import states
 from cloudgpu.lifecycle.deps import Deps
-from cloudgpu.lifecycle.select import describe_offer
 from cloudgpu.provider import (
     TAG_EXPIRES,
     TAG_INSTANCE,

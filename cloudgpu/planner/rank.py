@@ -21,11 +21,12 @@ loads them.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from cloudgpu.catalog.gpus import GpuRegistry, GpuSpec
 from cloudgpu.catalog.offer import Offer
+from cloudgpu.catalog.requirements import from_resources
 from cloudgpu.errors import ConfigError
 from cloudgpu.planner.calibrate import RunHistory
 from cloudgpu.planner.fit import (
@@ -42,7 +43,6 @@ from cloudgpu.planner.overhead import (
     staging_hours,
     stall_fraction,
 )
-from cloudgpu.planner.select import compile_requirements
 from cloudgpu.planner.sessions import is_free_tier, session_plan
 from cloudgpu.planner.workload import Workload, parse_workload
 from cloudgpu.spec.model import JobSpec, Limits
@@ -272,8 +272,10 @@ def plan(
     history: StartupHistory | None = None,
     runs: RunHistory | None = None,
     data_bytes: int | None = None,
+    provider_regions: Mapping[str, Sequence[str]] | None = None,
 ) -> Plan:
-    """Rank ``offers`` for ``job`` (see module docstring)."""
+    """Rank ``offers`` for ``job`` (see module docstring). ``provider_regions``: the
+    configured ``[providers.NAME] regions`` (cloudgpu.catalog.requirements)."""
     if objective not in OBJECTIVES:
         raise ConfigError(f"unknown objective '{objective}' (one of {', '.join(OBJECTIVES)})")
     w = workload_of(job)
@@ -287,7 +289,9 @@ def plan(
         max(1, job.num_nodes),
         bool(job.checkpoint),
     )
-    reqs = compile_requirements(job.resources, registry, needs_gpu=w is not None)
+    reqs = from_resources(
+        job.resources, needs_gpu=w is not None, provider_regions=provider_regions
+    ).compile(registry)
     fitting: list[Candidate] = []
     rejected: list[Candidate] = []
     max_cost = job.limits.max_cost
@@ -296,7 +300,7 @@ def plan(
         (fitting if cand.fits else rejected).append(cand)
     effective = objective if w is not None else "hourly"
     fitting.sort(key=lambda c: _sort_key(effective, c))
-    free = _unnamed_free_tiers(ctx, job, offers, rejected, registry)
+    free = _unnamed_free_tiers(ctx, job, offers, rejected, registry, provider_regions)
     rejected.sort(key=lambda c: (c.price_per_hour, c.offer.key))
     result = Plan(fitting, rejected, objective, workload=w, free=free)
     result.summary = _summary(result, len(offers), effective)
@@ -311,6 +315,7 @@ def _unnamed_free_tiers(
     offers: Sequence[Offer],
     rejected: Sequence[Candidate],
     registry: GpuRegistry,
+    provider_regions: Mapping[str, Sequence[str]] | None,
 ) -> list[Candidate]:
     """Free-tier offers turned away only because the job does not name their provider:
     judged as if it did, so the plan can say "this also fits Kaggle's free T4s"."""
@@ -318,9 +323,11 @@ def _unnamed_free_tiers(
     if not turned_away:
         return []
     named = tuple(dict.fromkeys([*job.resources.providers, *(o.provider for o in turned_away)]))
-    relaxed = compile_requirements(
-        replace(job.resources, providers=named), registry, needs_gpu=ctx.w is not None
-    )
+    relaxed = from_resources(
+        replace(job.resources, providers=named),
+        needs_gpu=ctx.w is not None,
+        provider_regions=provider_regions,
+    ).compile(registry)
     out = [_candidate(ctx, relaxed.reason(o), o, job.limits) for o in turned_away]
     fits = [c for c in out if c.fits]
     return sorted(fits, key=lambda c: (c.est_hours or 0.0, c.offer.key))

@@ -72,6 +72,50 @@ class RunnerSource:
     version: str | None = None
 
 
+def runner_job(req: RunnerRequest, job_id: str) -> JobSpec:
+    """The job a runner request stands for: its resources and its lifetime as limits."""
+    try:
+        gpu = parse_gpu(req.gpu)
+    except ValueError as exc:
+        raise ConfigError(f"--gpu: {exc}") from exc
+    if req.max_price is not None and not req.max_price > 0:
+        raise ConfigError("--max-price: expected a positive USD amount per hour")
+    resources_ = Resources(
+        gpu=gpu,
+        spot="true" if req.spot else "false",
+        max_price=req.max_price,
+        providers=req.providers,
+    )
+    limits = Limits(max_runtime_s=req.ttl_s, idle_timeout_s=req.idle_timeout_s)
+    return JobSpec(name=job_id, resources=resources_, limits=limits, source="runner")
+
+
+def plan_runner(
+    req: RunnerRequest,
+    offers_for: Callable[[JobSpec], list[Offer]],
+    boot_estimate_s: Callable[[str], float],
+) -> tuple[str, JobSpec, list[Offer]]:
+    """Validate a request and choose its offers, best first: everything `start` decides
+    before it talks to GitHub or a provider (also what `runner start --dry-run` shows)."""
+    validate_repo(req.repo)
+    validate_labels(list(req.labels))
+    try:
+        sanitize_run_tag(req.run_tag)
+    except ValueError as exc:
+        raise ConfigError(f"--run-tag: {exc}") from exc
+    job_id = runner_job_id(req.repo, req.run_tag)
+    job = runner_job(req, job_id)
+    offers = offers_for(job)  # raises when no enabled provider offers the GPU
+    boot = boot_estimate_s(offers[0].provider)
+    if req.ttl_s <= boot:
+        raise ConfigError(
+            f"--ttl: {req.ttl_s:.0f} s is not longer than the expected boot time on "
+            f"{offers[0].provider} ({boot:.0f} s)",
+            hint="give the runner time to boot and run a job, e.g. --ttl 1h",
+        )
+    return job_id, job, offers
+
+
 @dataclass(frozen=True)
 class Started:
     job_id: str
@@ -106,22 +150,7 @@ class Runners:
     # -- start -----------------------------------------------------------------------
 
     def start(self, req: RunnerRequest) -> Started:
-        validate_repo(req.repo)
-        validate_labels(list(req.labels))
-        try:
-            sanitize_run_tag(req.run_tag)
-        except ValueError as exc:
-            raise ConfigError(f"--run-tag: {exc}") from exc
-        job_id = runner_job_id(req.repo, req.run_tag)
-        job = self._job_spec(req, job_id)
-        offers = self.offers_for(job)  # raises when no enabled provider offers the GPU
-        boot = self.boot_estimate_s(offers[0].provider)
-        if req.ttl_s <= boot:
-            raise ConfigError(
-                f"--ttl: {req.ttl_s:.0f} s is not longer than the expected boot time on "
-                f"{offers[0].provider} ({boot:.0f} s)",
-                hint="give the runner time to boot and run a job, e.g. --ttl 1h",
-            )
+        job_id, job, offers = plan_runner(req, self.offers_for, self.boot_estimate_s)
         self._check_repository(req)
         self._record_job(job_id, req)
         jit = self.github.generate_jitconfig(req.repo, job_id, [job_id, *req.labels])
@@ -130,22 +159,6 @@ class Runners:
         except BaseException as exc:
             self._undo_start(req.repo, job_id, jit.runner.id, exc)
             raise
-
-    def _job_spec(self, req: RunnerRequest, job_id: str) -> JobSpec:
-        try:
-            gpu = parse_gpu(req.gpu)
-        except ValueError as exc:
-            raise ConfigError(f"--gpu: {exc}") from exc
-        if req.max_price is not None and req.max_price <= 0:
-            raise ConfigError("--max-price: expected a positive USD amount per hour")
-        resources_ = Resources(
-            gpu=gpu,
-            spot="true" if req.spot else "false",
-            max_price=req.max_price,
-            providers=req.providers,
-        )
-        limits = Limits(max_runtime_s=req.ttl_s, idle_timeout_s=req.idle_timeout_s)
-        return JobSpec(name=job_id, resources=resources_, limits=limits, source="runner")
 
     def _check_repository(self, req: RunnerRequest) -> None:
         repo = self.github.repository(req.repo)

@@ -13,10 +13,11 @@ from typing import Any
 
 @dataclass(frozen=True)
 class GpuRequest:
-    """``gpu: A100-80GB:8`` / ``H100`` / ``24GB+`` / ``any``."""
+    """``gpu: A100-80GB:8`` / ``H100:4+`` / ``H100`` / ``24GB+`` / ``any``."""
 
     name: str | None = None  # user's GPU name or family (None: any GPU)
     count: int | None = None  # None: any count (the planner may choose)
+    count_at_least: bool = False  # "H100:4+": at least ``count``
     min_memory_gb: float | None = None  # from "24GB+"
     any_gpu: bool = False  # "any"
     cpu_only: bool = False  # gpu: none / 0 (CPU-only jobs, e.g. the local quickstart)

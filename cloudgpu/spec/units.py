@@ -20,7 +20,8 @@ from cloudgpu.spec.model import GpuRequest
 SIZE_FORM = 'a size like "500GB", "1.5TB" or "64GiB" (a trailing "+" means "at least")'
 DURATION_FORM = 'a duration like "90s", "10m", "6h", "1d", "2w" or "1h30m"'
 GPU_FORM = (
-    'a GPU like "A100-80GB:8", "H100", "H100:2", "24GB+", "24GB+:4", "any", "any:2" or "none"'
+    'a GPU like "A100-80GB:8", "H100", "H100:2", "H100:4+", "24GB+", "24GB+:4", "any", '
+    '"any:2" or "none"'
 )
 COUNT_FORM = 'a number like 16 or "16+" (at least 16)'
 AMOUNT_FORM = "a count like 2B, 500M, 1.5T or 8e9"
@@ -74,12 +75,12 @@ DURATION_PATTERN = rf"^\s*(?:{_NUM}\s*[wdhmsWDHMS]\s*)+$"
 COUNT_PATTERN = rf"^\s*{_NUM}\s*\+?\s*$"
 AMOUNT_PATTERN = rf"^\s*\d*\.?\d+(?:[eE]\d+)?\s*(?:{_ci_alternatives(list(_AMOUNT_SUFFIX))})?\s*$"
 BYTES_PATTERN = rf"^\s*\d*\.?\d+\s*(?:{_ci_alternatives(list(_BYTE_UNITS))})?\s*$"
-_GPU_COUNT = r"(?::[1-9]\d{0,2})?"
+_GPU_COUNT = r"(?::[1-9]\d{0,2}\+?)?"
 GPU_PATTERN = (
     r"^\s*(?:[Nn][Oo][Nn][Ee]|[Cc][Pp][Uu]"
     rf"|[Aa][Nn][Yy]{_GPU_COUNT}"
     rf"|{_NUM}\s*(?:{_ci_alternatives(list(_SIZE_UNITS))})?\s*\+{_GPU_COUNT}"
-    rf"|(?![Nn][Oo][Nn][Ee]:|[Cc][Pp][Uu]:)[A-Za-z][A-Za-z0-9._-]*{_GPU_COUNT})\s*$"
+    rf"|(?![Nn][Oo][Nn][Ee]:|[Cc][Pp][Uu]:)[A-Za-z][A-Za-z0-9._ -]*{_GPU_COUNT})\s*$"
 )
 
 _SIZE_RE = re.compile(SIZE_PATTERN)
@@ -89,7 +90,7 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([wdhms])")
 _COUNT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(\+?)\s*$")
 _AMOUNT_RE = re.compile(r"^\s*(\d*\.?\d+(?:e\d+)?)\s*([kmbgt]?)\s*$", re.I)
 _BYTES_RE = re.compile(r"^\s*(\d*\.?\d+)\s*([kmgtp]?i?b?)\s*$", re.I)
-_GPU_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9._-]*$")
+_GPU_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9._ -]*$")  # "rtx 4090" is an alias too
 
 
 def _finite(x: float, form: str, value: object) -> float:
@@ -183,7 +184,8 @@ def parse_bytes(value: object) -> float:
 
 
 def parse_gpu(value: object) -> GpuRequest:
-    """Parse the ``gpu:`` forms. ``none``/``0``/false/null mean a CPU-only job."""
+    """Parse the ``gpu:`` forms (also `--gpu` of every command): ``NAME[:COUNT[+]]``,
+    ``SIZE+[:COUNT[+]]``, ``any[:COUNT[+]]``; ``none``/``0``/false/null mean CPU only."""
     if value is None or value is False or (value == 0 and not isinstance(value, bool)):
         return GpuRequest(cpu_only=True)
     if not isinstance(value, str):
@@ -192,14 +194,16 @@ def parse_gpu(value: object) -> GpuRequest:
     head, sep, tail = text.rpartition(":")
     if not sep:
         head, tail = text, ""
-    count = _gpu_count(tail, value) if sep else None
+    at_least = sep and tail.strip().endswith("+")
+    count = _gpu_count(tail.strip().removesuffix("+"), value) if sep else None
+    head = head.strip()
     low = head.lower()
     if low in ("none", "cpu"):
         if sep:
             raise ValueError(f"expected {GPU_FORM}: 'none' takes no count")
         return GpuRequest(cpu_only=True)
     if low == "any":
-        return GpuRequest(any_gpu=True, count=count)
+        return GpuRequest(any_gpu=True, count=count, count_at_least=bool(at_least))
     if head.endswith("+"):
         try:
             mem = parse_size_gb(head)
@@ -207,10 +211,10 @@ def parse_gpu(value: object) -> GpuRequest:
             raise ValueError(f"expected {GPU_FORM}, got {_shown(value)}") from None
         if mem <= 0 or mem > 10_000:
             raise Unchecked(f"expected a GPU memory floor above 0 and up to 10000GB, got {mem:g}")
-        return GpuRequest(min_memory_gb=mem, count=count)
+        return GpuRequest(min_memory_gb=mem, count=count, count_at_least=bool(at_least))
     if not _GPU_NAME_RE.match(head) or len(head) > 100:
         raise ValueError(f"expected {GPU_FORM}, got {_shown(value)}")
-    return GpuRequest(name=head, count=count)
+    return GpuRequest(name=head, count=count, count_at_least=bool(at_least))
 
 
 def _gpu_count(text: str, value: object) -> int:

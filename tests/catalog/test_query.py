@@ -11,6 +11,7 @@ from cloudgpu.catalog.query import (
     Amount,
     OfferQuery,
     build_steps,
+    gpu_names,
     parse_amount,
     parse_gpu,
     query_offers,
@@ -182,9 +183,12 @@ def test_parse_amount_rejects_words() -> None:
 
 
 def test_parse_gpu_forms() -> None:
-    assert parse_gpu("24GB+", REG).memory_floor == 24
-    spec = parse_gpu("A100-80GB:8", REG)
-    assert spec.names == {"A100-80GB-SXM", "A100-80GB-PCIe"} and spec.count == Amount(8)
+    assert parse_gpu("24GB+").min_memory_gb == 24
+    spec = parse_gpu("A100-80GB:8")
+    assert gpu_names("A100-80GB:8", REG) == {"A100-80GB-SXM", "A100-80GB-PCIe"}
+    assert spec.count == 8 and not spec.count_at_least
+    assert parse_gpu("H100:4+").count_at_least
+    assert gpu_names("rtx 4090", REG) == {"RTX4090"}
 
 
 def test_fractional_gpu_pays_per_pflop_for_its_share_only() -> None:

@@ -61,7 +61,7 @@ def write(tmp_path: Path, text: str) -> str:
 
 
 def test_plan_table_shows_candidates_and_why_others_do_not_fit(tmp_path: Path) -> None:
-    res = invoke("plan", write(tmp_path, FINETUNE), "--limit", "3")
+    res = invoke("plan", "--all-providers", write(tmp_path, FINETUNE), "--limit", "3")
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
     assert "ranked by cheapest" in lines[0]
@@ -76,7 +76,7 @@ def test_plan_table_shows_candidates_and_why_others_do_not_fit(tmp_path: Path) -
 
 
 def test_plan_json_is_best_first_with_the_documented_keys(tmp_path: Path) -> None:
-    res = invoke("plan", write(tmp_path, FINETUNE), "--json", "--limit", "50")
+    res = invoke("plan", "--all-providers", write(tmp_path, FINETUNE), "--json", "--limit", "50")
     assert res.exit_code == 0, res.output
     rows = json.loads(res.output)
     assert rows and all(set(r) >= JSON_KEYS for r in rows)
@@ -86,7 +86,9 @@ def test_plan_json_is_best_first_with_the_documented_keys(tmp_path: Path) -> Non
     assert all(r["gpu"].startswith("A100") for r in rows)
     assert all(r["reason"] for r in rows if not r["fits"])
     fastest = json.loads(
-        invoke("plan", write(tmp_path, FINETUNE), "--json", "--objective", "fastest").output
+        invoke(
+            "plan", "--all-providers", write(tmp_path, FINETUNE), "--json", "--objective", "fastest"
+        ).output
     )
     hours = [r["est_hours"] for r in fastest if r["fits"]]
     assert hours == sorted(hours)
@@ -94,7 +96,10 @@ def test_plan_json_is_best_first_with_the_documented_keys(tmp_path: Path) -> Non
 
 def test_plan_without_workload_ranks_by_hourly_price(tmp_path: Path) -> None:
     res = invoke(
-        "plan", write(tmp_path, "name: x\nresources: {gpu: 'H100:8'}\nrun: echo\n"), "--json"
+        "plan",
+        "--all-providers",
+        write(tmp_path, "name: x\nresources: {gpu: 'H100:8'}\nrun: echo\n"),
+        "--json",
     )
     rows = json.loads(res.output)
     prices = [r["price_per_hour"] for r in rows]
@@ -201,7 +206,7 @@ def test_estimate_bad_input(args: list[str], error: type, message: str) -> None:
 
 def test_nothing_fits_says_what_is_needed(tmp_path: Path) -> None:
     job = FINETUNE.replace("llama-3-8b", "llama-3.1-405b").replace("gpu: A100", "gpu: A100:1")
-    res = invoke("plan", write(tmp_path, job))
+    res = invoke("plan", "--all-providers", write(tmp_path, job))
     assert isinstance(res.exception, ConfigError)
     assert str(res.exception).startswith("nothing fits: needs ")
     # 405B needs many nodes: the layout that fits them splits the model (TP in a node, PP
@@ -221,7 +226,9 @@ def _cloudgpu(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_plan_and_estimate_as_real_subprocesses(tmp_path: Path) -> None:
-    ok = _cloudgpu("plan", write(tmp_path, FINETUNE), "--json", "--limit", "1", cwd=tmp_path)
+    ok = _cloudgpu(
+        "plan", "--all-providers", write(tmp_path, FINETUNE), "--json", "--limit", "1", cwd=tmp_path
+    )
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout)[0]["fits"] is True
     bad = _cloudgpu(
@@ -251,7 +258,9 @@ def test_plan_uses_the_store_history_and_local_data_size(tmp_path: Path, paths: 
     data.mkdir()
     (data / "shard-0.bin").write_bytes(b"x" * 3_000_000)
     job = FINETUNE + "data:\n  - src: ./data\n    dst: /nvme/data\n"
-    rows = json.loads(invoke("plan", write(tmp_path, job), "--json", "--limit", "200").output)
+    rows = json.loads(
+        invoke("plan", "--all-providers", write(tmp_path, job), "--json", "--limit", "200").output
+    )
     aws = [r for r in rows if r["provider"] == "aws" and r["fits"]]
     others = [r for r in rows if r["provider"] != "aws" and r["fits"]]
     assert aws and all(r["startup_hours"] == pytest.approx(36 / 3600, abs=1e-4) for r in aws)

@@ -157,7 +157,7 @@ def test_plan_report(catalog: Paths, tmp_path: Path) -> None:
         "workload:\n  kind: finetune\n  params: 8B\n  tokens: 1B\n  precision: bf16\n"
         "run: echo hi\n"
     )
-    doc = json.loads(invoke("report", "plan", str(job), "--format", "json"))
+    doc = json.loads(invoke("report", "plan", str(job), "--all-providers", "--format", "json"))
     rows = doc["tables"]["candidates"]["rows"]
     assert rows and {r["provider"] for r in rows} <= {"aws", "runpod"}
     assert all(r["gpus"] == 8 for r in rows)

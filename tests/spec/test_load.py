@@ -177,7 +177,7 @@ def test_units() -> None:
     for bad in ("10", "h", "-1h", ""):
         with pytest.raises(ValueError):
             parse_duration_s(bad)
-    for bad in ("A100:0", "24GB", "a b"):
+    for bad in ("A100:0", "24GB", "a/b"):
         with pytest.raises(ValueError):
             parse_gpu(bad)
 
