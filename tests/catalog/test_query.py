@@ -138,7 +138,7 @@ def test_ranking_top_k_equals_full_sort() -> None:
         ({"max_price": 0}, "--max-price 0"),
         ({"limit": 0}, "--limit 0"),
         ({"cheapest_per": "color"}, "--cheapest-per"),
-        ({"gpu": "H100:0"}, "at least 1"),
+        ({"gpu": "H100:0"}, "must be 1 to 999"),
     ],
 )
 def test_contradictory_filters_are_one_line_errors(kw: dict[str, object], message: str) -> None:
