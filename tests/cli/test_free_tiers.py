@@ -64,7 +64,7 @@ def test_plan_names_the_free_tier_beside_the_rentals(tmp_path: Path, cloudgpu_ho
         "name: lora\nresources: {gpu: T4}\nworkload: {kind: lora, params: 1B, tokens: 2B}\n"
         "checkpoint: /nvme/ckpt\nrun: python train.py\n",
     )
-    res = cli_proc(["plan", str(job), "--limit", "2"], cloudgpu_home)
+    res = cli_proc(["plan", str(job), "--limit", "2", "--all-providers"], cloudgpu_home)
     assert res.returncode == 0, res.stderr
     assert "Also fits a free tier (add colab or kaggle to resources.providers" in res.stdout
     assert "kaggle NvidiaTeslaT4 (2x T4): $0" in res.stdout and "sessions" in res.stdout
