@@ -323,4 +323,5 @@ class AWSProvider(Provider):
         the rebalance recommendation."""
         if instance.market != "spot":
             return None
-        return notices.watcher("aws", {"IMDS_ENDPOINT": self.settings.imds_endpoint or ""})
+        imds = notices.endpoint(self.ctx.config, "imds_endpoint", PROVIDER)
+        return notices.watcher("aws", instance, imds, {"IMDS_ENDPOINT": imds})

@@ -66,7 +66,6 @@ class AwsSettings:
     ssh_port: int = 22
     nvme_mount: str | None = None  # None: the DLAMI's mount with the default rule, else /nvme
     use_private_ip: bool = False
-    imds_endpoint: str | None = None
     subnet_ids: tuple[str, ...] = ()
     vpc_ids: tuple[str, ...] = ()
     max_attempts: int = 6
@@ -145,7 +144,6 @@ def parse_settings(table: Mapping[str, Any]) -> AwsSettings:
         ssh_port=port,
         nvme_mount=_str(table, "nvme_mount"),
         use_private_ip=private,
-        imds_endpoint=_str(table, "imds_endpoint"),
         subnet_ids=_ids(table, "subnet_id", "subnet-"),
         vpc_ids=_ids(table, "vpc_id", "vpc-"),
         max_attempts=attempts,

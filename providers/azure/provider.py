@@ -6,7 +6,7 @@ the caller's public address /32, looked up at ``ip_lookup_url``), ``retail_price
 ``arm_endpoint`` and ``ca_bundle`` (a private ARM endpoint, or the tests' loopback one),
 ``polling_interval``, ``retry_total``, ``create_timeout_s`` and ``delete_timeout_s``
 (default 1800 each), ``notice_poll_s`` (default 10), ``imds_endpoint`` (where the
-VM's watcher reads Scheduled Events; tests), ``auto_shutdown`` (default
+VM's watcher reads Scheduled Events; tests), ``nvme_mount`` (default /nvme), ``auto_shutdown`` (default
 true), ``ssh_port`` (default 22, for images whose sshd listens elsewhere; the NSG opens
 it), ``managed_identity``, ``enabled`` (false switches the provider off).
 
@@ -317,7 +317,9 @@ class AzureProvider(Provider):
             return None
         vm = instance.tags.get(TAG_VM) or instance.id.removeprefix(GROUP_PREFIX)
         imds = notices.endpoint(self.ctx.config, "imds_endpoint", self.name)
-        return notices.watcher("azure", {"IMDS_ENDPOINT": imds, "CLOUDGPU_VM_NAME": vm})
+        return notices.watcher(
+            "azure", instance, imds, {"IMDS_ENDPOINT": imds, "CLOUDGPU_VM_NAME": vm}
+        )
 
     def _instance(
         self, group: str, tags: Mapping[str, str], vm: Any, address: str, key_file: str | None
@@ -344,6 +346,7 @@ class AzureProvider(Provider):
             tags=dict(tags),
             price_per_hour=_float(tags.get(TAG_PRICE)),
             launched_at=deploy.created_at(vm) if vm is not None else None,
+            nvme_mount=str(self.ctx.config.get("nvme_mount") or "/nvme"),
             extra={"resource_group": group},
         )
 

@@ -391,7 +391,7 @@ class GCPProvider(Provider):
         """templates/watchers/gcp.sh on every VM: Spot preemption, and the host
         maintenance that ends GPU VMs (they cannot live-migrate) on-demand ones too."""
         host = notices.endpoint(self.ctx.config, "metadata_host", PROVIDER)
-        return notices.watcher("gcp", {"GCE_METADATA_HOST": host})
+        return notices.watcher("gcp", instance, host, {"GCE_METADATA_HOST": host})
 
     def list_instances(self, tags: Mapping[str, str]) -> list[Instance]:
         client = self.clients.compute("InstancesClient")

@@ -22,13 +22,17 @@ from cloudgpu.lifecycle.launch import owner
 from cloudgpu.paths import default_paths
 from cloudgpu.provider import TAG_JOB, TAG_OWNER, CreateRequest, ProviderContext
 from tests.fixtures.azure.fake_arm import FakeArm, provider_config
+from tests.fixtures.azure.imds import AzureImds
 from tests.fixtures.azure.support import TOKEN, StaticToken, az_login
 from tests.lifecycle.helpers import job_file, main_exit, store, wait_for
 from tests.providers.lifecycle_kit import (
+    RESUMABLE_RUN,
+    announce_when_progressed,
     launch_fails_cleanly,
     launch_in_subprocess,
     launch_job,
     launch_succeeds,
+    resumed_after_inside_notice,
     write_config,
 )
 from tests.providers.test_azure import make_offer
@@ -178,3 +182,44 @@ def test_down_orphans_removes_our_left_over_group_only(
     assert code == 0, err
     assert mine.id in out
     assert set(arm.state.groups) == {theirs.id}
+
+
+def test_a_scheduled_events_preempt_read_over_ssh_resumes_and_is_acknowledged(
+    configured: tuple[Path, dict[str, str]],
+    arm: FakeArm,
+    scratch: Path,
+    cloudgpu_home: Path,
+    tmp_path: Path,
+) -> None:
+    """ARM shows nothing yet (the VM is still there); the VM's own Scheduled Events say
+    Preempt, 30 s ahead: the watcher sees it, the lifecycle reads it over SSH, flushes
+    the checkpoint, and only then does the watcher acknowledge the event."""
+    job = job_file(
+        tmp_path,
+        "name: az-notice\nresources:\n  gpu: T4\n  spot: true\n  providers: [azure]\n"
+        + RESUMABLE_RUN,
+    )
+    with AzureImds() as imds:
+        config = default_paths({"CLOUDGPU_HOME": str(cloudgpu_home)}).config_file
+        config.write_text(
+            config.read_text().replace(
+                "polling_interval = 0\n",
+                f'polling_interval = 0\nimds_endpoint = "{imds.endpoint}"\n'
+                f'nvme_mount = "{scratch}"\n',
+            )
+        )
+        events: list[str] = []
+
+        def evict_first_vm() -> None:
+            (group,) = arm.state.groups.values()
+            events.append(imds.preempt(group["tags"]["cloudgpu-azure-vm"]))
+
+        with announce_when_progressed(scratch, evict_first_vm):
+            code, out, err = main_exit(["launch", str(job), "--yes"])
+        assert code == 0, err
+        resumed_after_inside_notice(out, err)
+        wait_for(lambda: imds.started == events, timeout=20, what="the event acknowledged")
+    (rec,) = store(cloudgpu_home).jobs()
+    first, second = sorted(store(cloudgpu_home).instances(rec.id), key=lambda i: i.created_at)
+    assert (first.state, second.state) == ("preempted", "terminated")
+    assert arm.state.groups == {}

@@ -20,9 +20,17 @@ import pytest
 from cloudgpu.lifecycle.launch import owner
 from cloudgpu.paths import default_paths
 from cloudgpu.provider import TAG_JOB, TAG_OWNER, CreateRequest, InstanceState
+from tests.fixtures.gcp.metadata import GceMetadata
 from tests.fixtures.gcp.server import FakeGCP
 from tests.lifecycle.helpers import cli_proc, job_file, main_exit, store
-from tests.providers.lifecycle_kit import launch_succeeds, machines_on, write_config
+from tests.providers.lifecycle_kit import (
+    RESUMABLE_RUN,
+    announce_when_progressed,
+    launch_succeeds,
+    machines_on,
+    resumed_after_inside_notice,
+    write_config,
+)
 from tests.providers.test_gcp import make_provider
 from tests.remote.sshd import SSHDServer
 
@@ -172,3 +180,34 @@ def test_bad_ssh_port_is_one_line(configured: Path, cloudgpu_home: Path) -> None
     code, _, err = main_exit(["launch", str(job_file(configured, JOB.format(gpu="L4"))), "--yes"])
     assert code != 0 and "Traceback" not in err
     assert "providers.gcp.ssh_port: expected a port number" in err
+
+
+def test_a_metadata_preemption_read_over_ssh_resumes_on_another_offer(
+    configured: Path, fake: FakeGCP, scratch: Path, cloudgpu_home: Path
+) -> None:
+    """The Compute API still shows the Spot VM RUNNING; its metadata server says
+    instance/preempted = TRUE: the watcher's hanging GET returns at once, the lifecycle
+    reads the notice over SSH, flushes the checkpoint and resumes on the next offer."""
+    with GceMetadata() as metadata:
+        metadata.one_shot = True  # the next VM's own metadata server says FALSE
+        config = default_paths({"CLOUDGPU_HOME": str(cloudgpu_home)}).config_file
+        config.write_text(
+            config.read_text().replace(
+                "poll_s = 0\n", f'poll_s = 0\nmetadata_host = "{metadata.host}"\n', 1
+            )
+        )
+        job = job_file(
+            configured,
+            "name: gcp-notice\nresources:\n  gpu: L4\n  spot: auto\n  providers: [gcp]\n"
+            + RESUMABLE_RUN,
+        )
+        with announce_when_progressed(scratch, lambda: metadata.set("preempted", "TRUE")):
+            code, out, err = main_exit(["launch", str(job), "--yes"])
+    assert code == 0, err
+    resumed_after_inside_notice(out, err)
+    (rec,) = store(cloudgpu_home).jobs()
+    insts = store(cloudgpu_home).instances(rec.id)
+    assert [(i.market, i.state) for i in insts] == [
+        ("spot", "preempted"),
+        ("on_demand", "terminated"),
+    ]
