@@ -8,7 +8,8 @@ the caller's public address /32, looked up at ``ip_lookup_url``), ``retail_price
 (default 1800 each), ``notice_poll_s`` (default 10), ``imds_endpoint`` (where the
 VM's watcher reads Scheduled Events; tests), ``nvme_mount`` (default /nvme),
 ``auto_shutdown`` (default true), ``ssh_port`` (default 22, for images whose sshd
-listens elsewhere; the NSG opens it), ``managed_identity``, ``enabled`` (false switches the provider off).
+listens elsewhere; the NSG opens it), ``managed_identity``, ``enabled`` (false switches
+the provider off).
 
 Credentials come from the standard chain (auth.py) or, for tests and embedding, from a
 credential object passed to the constructor. The Azure SDK is imported lazily, only when
