@@ -59,7 +59,8 @@ LOW_TESTS := tests/providers/test_aws.py tests/providers/test_aws_refresh.py \
 	tests/providers/test_aws_faults.py tests/providers/test_aws_network.py tests/providers/test_gcp.py \
 	tests/providers/test_gcp_refresh.py tests/providers/test_azure.py \
 	tests/providers/test_azure_offers.py tests/providers/test_azure_units.py \
-	tests/providers/test_azure_auth.py tests/data/test_pull_stores.py \
+	tests/providers/test_azure_auth.py tests/providers/test_azure_models.py \
+	tests/data/test_pull_stores.py \
 	tests/providers/test_kaggle.py tests/providers/test_kubernetes.py
 test-lowest: sysdeps tools
 	test -x $(LOW_VENV)/bin/python || $(PYTHON) -m venv $(LOW_VENV)
