@@ -6,6 +6,9 @@ Runs only with real AWS credentials (env keys, a profile, SSO, or a role) AND
 everywhere else, CI included. Costs one g4dn.xlarge for a few minutes (about $0.05).
 Region: CLOUDGPU_AWS_REGION (default us-east-1); the SSH rule admits only this
 machine's /32. Zones are tried in order past capacity errors, as the lifecycle does.
+CLOUDGPU_AWS_SUBNET / CLOUDGPU_AWS_VPC (optional) run it through `subnet_id` / `vpc_id`,
+the path an account without a default VPC takes; without them the default subnet of
+each zone is used (and a zone with none is skipped, as the lifecycle fails over).
 """
 
 from __future__ import annotations
@@ -34,7 +37,12 @@ pytestmark = live_marks(
 
 
 def _provider(paths: Paths) -> AWSProvider:
-    return AWSProvider(ProviderContext(config={"regions": [REGION]}, paths=paths, env=ENV))
+    config: dict[str, object] = {"regions": [REGION]}
+    if ENV.get("CLOUDGPU_AWS_SUBNET"):
+        config["subnet_id"] = ENV["CLOUDGPU_AWS_SUBNET"].split(",")
+    if ENV.get("CLOUDGPU_AWS_VPC"):
+        config["vpc_id"] = ENV["CLOUDGPU_AWS_VPC"]
+    return AWSProvider(ProviderContext(config=config, paths=paths, env=ENV))
 
 
 def _create_somewhere(provider: AWSProvider, job: str) -> Instance:
