@@ -15,6 +15,7 @@
      +-- JobError                 the job's own setup/run failed (.exit_code)
      +-- LimitExceeded            max_runtime / max_cost reached
      +-- StateError               state store problems
+          +-- StoreBusy           another process holds the store's write lock
 
 Providers map their SDK exceptions into these with ``raise X(...) from exc`` so the rest
 of the code never sees an SDK type. The CLI turns any CloudGPUError into one line plus the
@@ -33,6 +34,7 @@ EXIT_ERROR = 3
 EXIT_PROVIDER = 4
 EXIT_REMOTE = 5
 EXIT_LIMIT = 6
+EXIT_BUSY = 7  # the state store stayed locked by another process
 EXIT_INTERRUPTED = 130
 
 
@@ -128,6 +130,10 @@ class LimitExceeded(CloudGPUError):
 
 class StateError(CloudGPUError):
     pass
+
+
+class StoreBusy(StateError):
+    exit_code = EXIT_BUSY
 
 
 _SECRET_PATTERNS = [

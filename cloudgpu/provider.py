@@ -35,6 +35,18 @@ TAG_JOB = "cloudgpu-job"
 TAG_OWNER = "cloudgpu-owner"
 TAG_EXPIRES = "cloudgpu-expires"  # unix seconds, as a string
 TAG_INSTANCE = "cloudgpu-instance"  # our own id for the instance record (idempotency)
+TAG_LEASE = "cloudgpu-lease"  # unix seconds a running client renews (renew_lease)
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A tagged resource other than an instance (security group, key pair, firewall
+    rule, resource group, registered SSH key) that `down --orphans` may remove."""
+
+    kind: str  # e.g. "security group"
+    id: str
+    tags: Mapping[str, str] = field(default_factory=dict)
+    region: str = ""
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,7 @@ class Capabilities:
     # The provider runs the whole job as one submission with no shell (cloudgpu/batch.py):
     # create() receives CreateRequest.batch and the lifecycle never connects over SSH.
     batch: bool = False
+    lease_tags: bool = False  # renew_lease() updates a live instance's tags
 
 
 @dataclass(frozen=True)
@@ -219,6 +232,19 @@ class Provider(ABC):
         workdir here (a pod, through the Kubernetes exec API). None (the default): the
         lifecycle connects as the Instance's ``ssh``/``workdir`` say."""
         return None
+
+    def renew_lease(self, instance: Instance, until: float) -> bool:
+        """Set the instance's TAG_LEASE to ``until``; False where tags cannot be changed
+        after create (the sweep then trusts TAG_EXPIRES)."""
+        return False
+
+    def leftovers(self, tags: Mapping[str, str]) -> list[Leftover]:
+        """Resources other than instances that create() made, carrying all of ``tags``,
+        that still exist (a create killed half-way leaves them). Default: none."""
+        return []
+
+    def remove_leftover(self, item: Leftover) -> None:  # noqa: B027 - optional, default none
+        """Delete one of :meth:`leftovers`. Idempotent."""
 
     def preemption_notice(self, instance: Instance) -> float | None:
         """Unix time of a pending interruption seen from outside the instance, or None.

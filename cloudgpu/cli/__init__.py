@@ -31,7 +31,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "launch": ("cloudgpu.cli.launch", "launch", "Plan, provision, run a job and tear down."),
     "status": ("cloudgpu.cli.jobs", "status", "Jobs and their instances."),
     "logs": ("cloudgpu.cli.jobs", "logs", "Show or follow a job's log."),
-    "down": ("cloudgpu.cli.jobs", "down", "Tear down a job, all jobs, or orphans."),
+    "down": ("cloudgpu.cli.down", "down", "Tear down a job, all jobs, or orphans."),
     "ssh": ("cloudgpu.cli.jobs", "ssh", "Open a shell on a job's instance."),
     "exec": ("cloudgpu.cli.jobs", "exec_", "Run a command on a job's instance."),
     "completion": ("cloudgpu.cli.completion", "completion", "Shell completion: bash, zsh, fish."),

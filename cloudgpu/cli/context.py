@@ -16,7 +16,7 @@ from cloudgpu.paths import Paths, default_paths
 from cloudgpu.planner import parse_workload
 from cloudgpu.registry import Registry
 from cloudgpu.spec import JobChecks, JobSpec, load_job
-from cloudgpu.state.store import Store
+from cloudgpu.state.store import LOCK_WAIT_S, Store
 
 
 @dataclass
@@ -45,9 +45,9 @@ class App:
         )
         return load_job(path, checks)
 
-    def store(self) -> Store:
+    def store(self, lock_wait_s: float = LOCK_WAIT_S) -> Store:
         self.paths.ensure()
-        return Store.open(self.paths.state_db)
+        return Store.open(self.paths.state_db, lock_wait_s=lock_wait_s)
 
 
 def get_app() -> App:

@@ -20,14 +20,12 @@ from click.shell_completion import CompletionItem
 from cloudgpu import remote
 from cloudgpu.cli import style
 from cloudgpu.cli.context import App, get_app
-from cloudgpu.errors import CloudGPUError, ConfigError, RemoteError, StateError
+from cloudgpu.errors import CloudGPUError, ConfigError, StateError
 from cloudgpu.lifecycle import states
+from cloudgpu.lifecycle.collect import instance_of
 from cloudgpu.lifecycle.deps import Deps
-from cloudgpu.lifecycle.down import down_job, purge_job, sweep_orphans
-from cloudgpu.lifecycle.launch import owner
 from cloudgpu.lifecycle.output import PREFIX
 from cloudgpu.lifecycle.reaper import ACTIVITY
-from cloudgpu.provider import Instance, InstanceState, SSHTarget
 from cloudgpu.sshkeys import ensure_keypair
 from cloudgpu.state.store import InstanceRecord, JobRecord, Store
 
@@ -46,13 +44,13 @@ class _EchoSink:
         return None
 
 
-def _deps(app: App, store: Store) -> Deps:
+def lifecycle_deps(app: App, store: Store) -> Deps:
     return Deps(
         store=store,
         provider=app.registry.get,
         paths=app.paths,
         sink=_EchoSink(),
-        owner=owner(),
+        owner=store.owner_id(),
         connect=remote.connect,
         env=app.env,
     )
@@ -235,127 +233,6 @@ def _running(job: JobRecord) -> bool:
     return states.lifecycle_running(job.pid)
 
 
-# -- down --------------------------------------------------------------------------------
-
-
-@click.command("down")
-@click.argument("job", required=False, shell_complete=complete_job)
-@click.option("--all", "all_", is_flag=True, help="Every running or kept job.")
-@click.option("--orphans", is_flag=True, help="Tagged instances no live job owns.")
-@click.option(
-    "--purge", is_flag=True,
-    help="Forget JOB's instance records without asking its provider (gone or unreachable).",
-)  # fmt: skip
-@click.option("--yes", "-y", is_flag=True, help="With --purge: do not ask for confirmation.")
-@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
-def down(job: str | None, all_: bool, orphans: bool, purge: bool, yes: bool, as_json: bool) -> None:
-    """Tear down a job's instances (stopping it first), all jobs, or orphans.
-
-    `down --purge JOB` is for a record stuck because its provider is gone: it says what
-    may still be billing, then drops the record without any provider call.
-    """
-    if sum(bool(x) for x in (job, all_, orphans)) != 1:
-        raise ConfigError("give exactly one of JOB, --all or --orphans")
-    if purge and not job:
-        raise ConfigError("--purge needs a JOB")
-    app = get_app()
-    store = app.store()
-    if purge:
-        assert job is not None
-        _purge(app, store, store.find_job(job), yes, as_json)
-        return
-    deps = _deps(app, store)
-    result: dict[str, Any] = {"jobs": [], "orphans": [], "failures": []}
-    if orphans:
-        result["orphans"] = sweep_orphans(deps, _enabled(app))
-    else:
-        result["jobs"], result["failures"] = _down_jobs(store, deps, job)
-    if as_json:
-        click.echo(json.dumps(result, indent=2))
-    elif orphans:
-        removed = result["orphans"]
-        click.echo(f"{len(removed)} orphan(s) removed" + "".join(f"\n  {r}" for r in removed))
-    else:
-        for j in result["jobs"]:
-            click.echo(f"{j['id']}: down" + ("" if not j["failures"] else " (teardown failed)"))
-        if not result["jobs"]:
-            click.echo("nothing to bring down")
-    failures = result["failures"]
-    if failures:
-        raise RemoteError(f"{len(failures)} teardown(s) failed: {failures[0]}")
-
-
-def _down_jobs(store: Store, deps: Deps, ref: str | None) -> tuple[list[Any], list[str]]:
-    targets = (
-        [store.find_job(ref)]
-        if ref
-        else [
-            j
-            for j in store.jobs()
-            if j.state in (*states.ACTIVE, states.KEPT) or store.instances(j.id, live_only=True)
-        ]
-    )
-    done, failures = [], []
-    for j in targets:
-        failed = down_job(deps, j)
-        failures += failed
-        done.append({"id": j.id, "state": store.job(j.id).state, "failures": failed})
-    return done, failures
-
-
-def _purge(app: App, store: Store, job: JobRecord, yes: bool, as_json: bool) -> None:
-    """Say what may still bill, confirm, then drop the records (no provider call)."""
-    now = time.time()
-    live = store.instances(job.id, live_only=True)
-    billing = [_may_bill(r, now) for r in live]
-    for b in billing:
-        click.echo(
-            f"may still bill: {b['provider']} {b['provider_id'] or '(id never recorded)'} "
-            f"{b['instance_type']} in {b['region'] or '?'} at ${b['price_per_hour']:.4f}/h, "
-            f"up {b['hours']:.1f} h (~${b['estimated_cost']:.2f} so far); check the "
-            f"{b['provider']} console and delete it there",
-            err=True,
-        )
-    if billing and not yes:
-        if not sys.stdin.isatty():
-            raise ConfigError("--purge forgets instances that may still bill: confirm with --yes")
-        click.confirm(f"Forget {len(billing)} instance record(s) of {job.id}?", abort=True)
-    deps = _deps(app, store)
-    purge_job(deps, job)
-    if as_json:
-        click.echo(json.dumps({"purged": job.id, "may_still_bill": billing}, indent=2))
-    else:
-        click.echo(f"{job.id}: purged ({len(billing)} instance record(s) dropped)")
-
-
-def _may_bill(rec: InstanceRecord, now: float) -> dict[str, Any]:
-    hours = max(0.0, now - rec.launched_at) / 3600 if rec.launched_at else 0.0
-    return {
-        "provider": rec.provider,
-        "provider_id": rec.provider_id,
-        "instance_type": rec.instance_type,
-        "region": rec.region,
-        "price_per_hour": rec.price_per_hour,
-        "hours": round(hours, 3),
-        "estimated_cost": round(rec.price_per_hour * hours, 4),
-    }
-
-
-def _enabled(app: App) -> list[Any]:
-    out = []
-    for name in app.registry.names():
-        try:
-            p = app.registry.get(name)
-            av = p.availability()
-            if av.enabled:
-                out.append(p)
-            elif av.extra:  # it may have instances, but this install cannot reach them
-                click.echo(f"{PREFIX}{name}: skipped ({av.reason})", err=True)
-        except (ImportError, AttributeError, CloudGPUError) as exc:
-            click.echo(f"{PREFIX}{name}: skipped ({exc})", err=True)
-    return out
-
-
 # -- ssh / exec --------------------------------------------------------------------------
 
 
@@ -381,30 +258,6 @@ def _require_shell(app: App, rec: InstanceRecord) -> None:
         )
 
 
-def to_instance(rec: InstanceRecord) -> Instance:
-    s = rec.ssh
-    target = None
-    if s.get("host"):
-        target = SSHTarget(
-            host=s["host"],
-            port=int(s.get("port", 22)),
-            user=s.get("user", "root"),
-            host_key_fingerprints=tuple(s.get("fingerprints", ())),
-            key_file=s.get("key_file"),
-            launcher=tuple(s.get("launcher", ())),
-        )
-    return Instance(
-        id=rec.provider_id,
-        provider=rec.provider,
-        state=InstanceState.RUNNING,
-        instance_type=rec.instance_type,
-        ssh=target,
-        nvme_mount=s.get("nvme", "/nvme"),
-        workdir=s.get("workdir", ""),
-        tags=rec.tags,
-    )
-
-
 @click.command("ssh", context_settings={"ignore_unknown_options": True})
 @click.argument("job", shell_complete=complete_job)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
@@ -415,7 +268,7 @@ def ssh(job: str, command: tuple[str, ...]) -> None:
     store = app.store()
     jrec, rec = _live_instance(store, job)
     _require_shell(app, rec)
-    inst = to_instance(rec)
+    inst = instance_of(rec)
     store.add_event(jrec.id, ACTIVITY, "ssh", rec.id)
     if inst.ssh is None and not inst.workdir:  # reached through its provider's own API
         raise StateError(
@@ -459,7 +312,7 @@ def exec_(job: str, command: tuple[str, ...]) -> None:
     store = app.store()
     jrec, rec = _live_instance(store, job)
     _require_shell(app, rec)
-    inst = to_instance(rec)
+    inst = instance_of(rec)
     store.add_event(jrec.id, ACTIVITY, "exec", rec.id)
     own = app.registry.get(rec.provider).open_machine(inst)
     if isinstance(own, remote.Machine):

@@ -31,48 +31,68 @@ from cloudgpu.cli.plan import offer_json
 from cloudgpu.cli.sources import choose
 from cloudgpu.errors import CloudGPUError, ConfigError
 from cloudgpu.lifecycle import detach, states
+from cloudgpu.lifecycle.collect import COLLECT_GRACE_S, OutputsNotCollected
 from cloudgpu.lifecycle.deps import Deps
-from cloudgpu.lifecycle.launch import create_job, new_job_id, owner
+from cloudgpu.lifecycle.launch import create_job, new_job_id
 from cloudgpu.lifecycle.output import PREFIX, JobLog
 from cloudgpu.lifecycle.provision import Retry
-from cloudgpu.lifecycle.run import JobRun, LaunchOptions
+from cloudgpu.lifecycle.run import DEFAULT_DEADLINE_S, MAX_PREEMPTIONS, JobRun, LaunchOptions
 from cloudgpu.planner import Candidate
 from cloudgpu.planner.choose import Choice
 from cloudgpu.scaffold import copy_template, job_file_for
 from cloudgpu.spec import JobSpec
 
 SHOWN = 5  # candidates printed before launching
+LIFECYCLE_LOCK_WAIT_S = 600.0
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, handled like Ctrl-C: unwind through teardown."""
+    """SIGTERM or SIGHUP, handled like Ctrl-C: unwind through teardown."""
+
+
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Signals:
+    """What Ctrl-C, SIGTERM and SIGHUP (the terminal closed) do to a launch.
+
+    The first asks ``first`` (the lifecycle's interrupt): while the job runs or its
+    outputs come back, the lifecycle stops the job and collects before tearing down;
+    otherwise, and on a second signal, we unwind at once (teardown still runs). After
+    ``shield()`` (teardown started) signals are only reported: nothing may cut it short.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.shielded = False
+        self.first: Callable[[], bool] | None = None
+
+    def shield(self) -> None:
+        self.shielded = True
+
+    def handler(self, signum: int, frame: FrameType | None) -> None:
+        if self.shielded:
+            print(f"{PREFIX}still tearing down; please wait", file=sys.stderr, flush=True)
+            return
+        self.count += 1
+        if self.count == 1 and self.first is not None and self.first():
+            return
+        raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
 
 
 @contextmanager
-def teardown_on_signals() -> Iterator[Callable[[], None]]:
-    """SIGINT/SIGTERM raise once; later ones are only reported. Yields ``shield``: call
-    it when teardown starts, so no signal can interrupt the teardown itself."""
-    fired: list[int] = []
-
-    def shield() -> None:
-        fired.append(0)
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if fired:
-            print(f"{PREFIX}still tearing down; please wait", file=sys.stderr, flush=True)
-            return
-        fired.append(signum)
-        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-
-    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+def teardown_on_signals() -> Iterator[Signals]:
+    """Install :class:`Signals` for SIGINT, SIGTERM and SIGHUP while the block runs."""
+    sig = Signals()
+    old = {s: signal.getsignal(s) for s in HANDLED}
     try:
         for s in old:
-            signal.signal(s, handler)
+            signal.signal(s, sig.handler)
     except ValueError:  # not the main thread (e.g. inside a test runner thread)
-        yield shield
+        yield sig
         return
     try:
-        yield shield
+        yield sig
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -264,27 +284,39 @@ def _run(
     out = sys.stderr.buffer if opts.as_json else None
     sink = JobLog(log_path, terminal=terminal, verbose=opts.verbose, out=out)
     keep = opts.keep
+    # With an instance up, a write waits out another process's lock rather than fail.
+    store = app.store(lock_wait_s=LIFECYCLE_LOCK_WAIT_S)
     deps = Deps(
-        store=app.store(),
+        store=store,
         provider=app.registry.get,
         paths=app.paths,
         sink=sink,
-        owner=owner(),
+        owner=store.owner_id(),
         connect=remote.connect,
         env=app.env,
         ssh_timeout=_seconds(app, "ssh_timeout", 300),
     )
     try:
-        with teardown_on_signals() as shield:
+        with teardown_on_signals() as signals:
             options = LaunchOptions(
                 keep=keep,
                 grace_s=_seconds(app, "deadline_grace", 300),
-                on_teardown=shield,
+                on_teardown=signals.shield,
                 retry=_retry(app, job, opts),
+                default_deadline_s=_seconds(app, "default_deadline", DEFAULT_DEADLINE_S),
+                collect_grace_s=_seconds(app, "collect_grace", COLLECT_GRACE_S),
+                max_preemptions=max_preemptions(app),
             )
-            rc = JobRun(deps, job_id, job, offers, options).execute()
+            run = JobRun(deps, job_id, job, offers, options)
+            signals.first = run.interrupt
+            rc = run.execute()
         _maybe_reaper(app, job, job_id, keep, log_path)
         return rc
+    except OutputsNotCollected as exc:
+        if exc.until is not None:  # the kept instance is torn down when the grace ends
+            grace = max(1.0, exc.until - time.time())
+            detach.spawn(detach.reaper_argv(job_id, grace, exc.until), app.env, log_path)
+        raise
     except BaseException:
         _maybe_reaper(app, job, job_id, keep, log_path)
         raise
@@ -295,11 +327,21 @@ def _run(
 def _seconds(app: App, key: str, default: float) -> float:
     """A ``[launch]`` setting in seconds: ssh_timeout (how long a new instance may take to
     answer SSH), deadline_grace (past max_runtime before the instance-side deadline),
-    retry_backoff (the first wait between rounds of --retry-until-up)."""
+    retry_backoff (the first wait between rounds of --retry-until-up), default_deadline
+    (the instance-side deadline of a job without max_runtime), collect_grace (how long an
+    instance holding uncollected outputs is kept)."""
     value = app.config.section("launch").get(key, default)
     if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
         raise ConfigError(f"{app.config.source}: launch.{key}: expected seconds > 0")
     return float(value)
+
+
+def max_preemptions(app: App) -> int:
+    """``[launch] max_preemptions`` (a job's limits.max_preemptions wins over it)."""
+    value = app.config.section("launch").get("max_preemptions", MAX_PREEMPTIONS)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ConfigError(f"{app.config.source}: launch.max_preemptions: expected a count >= 0")
+    return value
 
 
 def _maybe_reaper(app: App, job: JobSpec, job_id: str, keep: bool, log_path: Path) -> None:

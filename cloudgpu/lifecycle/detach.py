@@ -42,5 +42,6 @@ def launch_argv(job_file: str, job_id: str, keep: bool, extra: Sequence[str] = (
     return [*argv, *(["--keep"] if keep else []), *extra]
 
 
-def reaper_argv(job_id: str, idle_s: float) -> list[str]:
-    return ["-m", "cloudgpu.lifecycle.reaper", job_id, str(idle_s)]
+def reaper_argv(job_id: str, idle_s: float, until: float | None = None) -> list[str]:
+    argv = ["-m", "cloudgpu.lifecycle.reaper", job_id, str(idle_s)]
+    return [*argv, str(until)] if until is not None else argv

@@ -1,28 +1,17 @@
-"""What a launch records before it provisions: the job's id, its record, the owner tag.
+"""What a launch records before it provisions: the job's id and its record (the owner tag
+is the store's own id: Store.owner_id).
 
 The offers to try come from the one gather + plan path (cloudgpu.planner.choose).
 """
 
 from __future__ import annotations
 
-import getpass
-import os
-import socket
 import uuid
 from dataclasses import asdict
 
 from cloudgpu.lifecycle import states
 from cloudgpu.spec.model import JobSpec
 from cloudgpu.state.store import Store
-
-
-def owner() -> str:
-    """The cloudgpu-owner tag value: who launched, so sweeps touch only their own."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    return f"{user}@{socket.gethostname()}"[:63]
 
 
 def new_job_id(name: str) -> str:

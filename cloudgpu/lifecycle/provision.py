@@ -26,6 +26,7 @@ from cloudgpu.provider import (
     TAG_EXPIRES,
     TAG_INSTANCE,
     TAG_JOB,
+    TAG_LEASE,
     TAG_OWNER,
     CreateRequest,
     Instance,
@@ -36,6 +37,7 @@ from cloudgpu.spec.model import JobSpec
 from cloudgpu.state.store import InstanceRecord
 
 READY_TIMEOUT_S = 900.0
+LEASE_S = 600.0  # a client's hold on its instance, renewed well before it runs out
 
 
 @dataclass
@@ -44,6 +46,7 @@ class Provisioned:
     provider: Provider
     instance: Instance
     offer: Offer
+    deadline: float  # unix seconds: armed on the instance, its expiry tag
 
 
 @dataclass(frozen=True)
@@ -78,20 +81,20 @@ def provision(
     offers: Sequence[Offer],
     *,
     public_key: str,
-    deadline: float | None,
-    expires: float,
+    deadline: Callable[[Offer], float],
     excluded: set[str],
     retry: Retry | None = None,
     batch: BatchJob | None = None,
 ) -> Provisioned:
-    """``batch`` is the job as batch providers take it (cloudgpu/batch.py); the others
-    never see it."""
+    """The first offer that can be had, running. ``deadline(offer)``: when that instance
+    must stop billing (armed on the instance, and its expiry tag). ``batch`` is the job
+    as batch providers take it (cloudgpu/batch.py); the others never see it."""
     round_ = 1
     while True:
         if round_ > 1:
             deps.sink.info(f"round {round_}: trying the ranked offers again")
         try:
-            return _walk(deps, job_id, job, offers, public_key, deadline, expires, excluded, batch)
+            return _walk(deps, job_id, job, offers, public_key, deadline, excluded, batch)
         except _NoCapacity as exc:
             if retry is None or not exc.tried:
                 raise exc.error from None
@@ -117,8 +120,7 @@ def _walk(
     job: JobSpec,
     offers: Sequence[Offer],
     public_key: str,
-    deadline: float | None,
-    expires: float,
+    deadline: Callable[[Offer], float],
     excluded: set[str],
     batch: BatchJob | None = None,
 ) -> Provisioned:
@@ -129,7 +131,7 @@ def _walk(
             continue
         deps.sink.info(f"provisioning {describe_offer(offer)}")
         try:
-            got = _attempt(deps, job_id, job, offer, public_key, deadline, expires, batch)
+            got = _attempt(deps, job_id, job, offer, public_key, deadline(offer), batch)
         except (CapacityError, QuotaError) as exc:
             why = str(exc)
             deps.sink.info(f"  not available: {why}")
@@ -154,17 +156,20 @@ def _attempt(
     job: JobSpec,
     offer: Offer,
     public_key: str,
-    deadline: float | None,
-    expires: float,
+    deadline: float,
     batch: BatchJob | None = None,
 ) -> Provisioned:
     provider = deps.provider(offer.provider)
     rec_id = f"i-{uuid.uuid4().hex[:10]}"
+    # The lease says a client holds the instance: renewed while the lifecycle runs where
+    # the provider can update tags, else good until the instance's own deadline.
+    lease = deps.clock() + LEASE_S if provider.capabilities.lease_tags else deadline
     tags = {
         TAG_JOB: job_id,
         TAG_OWNER: deps.owner,
-        TAG_EXPIRES: str(int(expires)),
+        TAG_EXPIRES: str(int(deadline)),
         TAG_INSTANCE: rec_id,
+        TAG_LEASE: str(int(lease)),
     }
     token = uuid.uuid4().hex
     deps.store.add_instance(_record(job_id, offer, rec_id, token, tags))
@@ -195,7 +200,7 @@ def _attempt(
         price_per_hour=inst.price_per_hour or offer.price_per_hour,
     )
     deps.store.add_event(job_id, "instance_created", f"{inst.id} ({offer.key})", rec_id)
-    got = Provisioned(rec_id, provider, inst, offer)
+    got = Provisioned(rec_id, provider, inst, offer, deadline)
     got.instance = wait_running(deps, got)
     return got
 

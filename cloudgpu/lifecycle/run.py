@@ -5,29 +5,36 @@
 
 A spot preemption notice during the run flushes the checkpoint dir back, tears the lost
 instance down, excludes its offer, provisions the next one and resumes from the
-checkpoint. Teardown happens in ``finally``: on success, failure, exception, Ctrl-C or
-SIGTERM, unless the caller asked to keep the instance. This module decides nothing by
-provider name: only Capabilities.
+checkpoint; after ``max_preemptions`` a ``spot: auto`` job continues on demand. A first
+Ctrl-C/SIGTERM/SIGHUP (:meth:`JobRun.interrupt`) stops the job, flushes the checkpoint
+and collects outputs before teardown. Teardown happens in ``finally``: on success,
+failure, exception or signal, unless the caller asked to keep the instance, or outputs
+could not be collected (then the instance is kept for ``collect_grace``). Every instance
+gets a deadline it enforces itself: max_runtime, or what max_cost buys at its price, or
+the configured default. This module decides nothing by provider name: only Capabilities.
 """
 
 from __future__ import annotations
 
 import os
+import socket
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cloudgpu.catalog.offer import Offer
-from cloudgpu.errors import JobError, LimitExceeded, ProviderError
+from cloudgpu.errors import CloudGPUError, JobError, LimitExceeded, ProviderError, RemoteError
 from cloudgpu.lifecycle import billing, metrics, notice, states, watch
 from cloudgpu.lifecycle.batch import batch_job, run_batch
 from cloudgpu.lifecycle.bootstrap import INSTANCE_ENV, bootstrap
+from cloudgpu.lifecycle.checkpoint import Syncer
+from cloudgpu.lifecycle.collect import COLLECT_GRACE_S, OutputsNotCollected, collect, where
 from cloudgpu.lifecycle.deps import Deps
 from cloudgpu.lifecycle.provision import Provisioned, Retry, provision
 from cloudgpu.lifecycle.stage import (
     checkpoint_dir,
-    collect_outputs,
     flush_checkpoint,
     on_instance,
     probe_line,
@@ -35,15 +42,23 @@ from cloudgpu.lifecycle.stage import (
     stage_data,
 )
 from cloudgpu.lifecycle.teardown import job_cost, teardown_instance, teardown_job
-from cloudgpu.provider import Capabilities, NoticeWatcher
+from cloudgpu.provider import Capabilities, InstanceState, NoticeWatcher
 from cloudgpu.remote import Machine
 from cloudgpu.spec.model import JobSpec
 from cloudgpu.sshkeys import ensure_keypair
 from cloudgpu.state import probes
 
 DEADLINE_GRACE_S = 300.0  # past max_runtime, for collecting outputs and teardown
-DEFAULT_EXPIRY_S = 24 * 3600.0  # tag expiry when the job sets no max_runtime
+DEFAULT_DEADLINE_S = 24 * 3600.0  # instance-side deadline when the job sets no max_runtime
 MAX_PREEMPTIONS = 5
+EXIT_LOST = 255  # what a command reports when its session died under it
+LOST_STATES = (
+    InstanceState.PREEMPTED,
+    InstanceState.TERMINATED,
+    InstanceState.STOPPING,
+    InstanceState.STOPPED,
+)
+LOST_WAIT_S, LOST_POLL_S = 30.0, 2.0
 
 
 @dataclass
@@ -53,6 +68,9 @@ class LaunchOptions:
     # Called as teardown starts, e.g. so a second Ctrl-C cannot interrupt it.
     on_teardown: Callable[[], None] | None = None
     retry: Retry | None = None  # walk the offers again while none has capacity
+    default_deadline_s: float = DEFAULT_DEADLINE_S
+    collect_grace_s: float = COLLECT_GRACE_S
+    max_preemptions: int = MAX_PREEMPTIONS
 
 
 class JobRun:
@@ -72,9 +90,8 @@ class JobRun:
         self.offers = list(offers)
         self.opts = options or LaunchOptions()
         self.started_at = deps.clock()
-        lim = job.limits.max_runtime_s
-        self.deadline = self.started_at + lim + self.opts.grace_s if lim else None
-        self.expires = self.deadline or self.started_at + DEFAULT_EXPIRY_S
+        self.phase = states.PENDING
+        self.held_until: float | None = None  # kept for `down --collect` until then
         self.key_file, self.public_key = ensure_keypair(deps.paths.keys_dir)
         self.ckpt_local = checkpoint_dir(deps.paths.data_dir, job_id)
         # What finished instances cost, and the live one: kept in memory because the
@@ -93,13 +110,36 @@ class JobRun:
         )
 
     def state(self, state: str, **fields: object) -> None:
+        self.phase = state
         self.deps.store.update_job(self.job_id, state=state, **fields)
         self.deps.store.add_event(self.job_id, "state", state)
+
+    def deadline(self, offer: Offer) -> float:
+        """When an instance of ``offer`` must stop itself: at max_runtime, when max_cost
+        is spent at its price, or after the configured default; plus the grace."""
+        limits = self.job.limits
+        ends = [self.started_at + (limits.max_runtime_s or self.opts.default_deadline_s)]
+        if limits.max_cost is not None and offer.price_per_hour > 0:
+            left = max(0.0, limits.max_cost - self.cost_now())
+            ends.append(self.deps.clock() + left / offer.price_per_hour * 3600)
+        return min(ends) + self.opts.grace_s
+
+    def interrupt(self) -> bool:
+        """A first Ctrl-C, SIGTERM or SIGHUP. While the job runs or outputs come back:
+        stop the job, flush the checkpoint, collect, then tear down (True). Before that
+        there is nothing to save: the caller unwinds at once (False)."""
+        if self.phase not in (states.SETUP, states.RUNNING, states.COLLECTING):
+            return False
+        what = "finishing collection" if self.phase == states.COLLECTING else "stopping the job"
+        self.watcher.trip(
+            watch.INTERRUPTED, f"interrupted: {what}, then tearing down (again to skip)"
+        )
+        return True
 
     def execute(self) -> int:
         keep = False
         try:
-            self.state(states.PROVISIONING, pid=os.getpid())
+            self.state(states.PROVISIONING, pid=os.getpid(), host=socket.gethostname())
             rc = self._attempts()
             keep = self.opts.keep
             return self._finish(rc)
@@ -108,7 +148,7 @@ class JobRun:
             if isinstance(exc, LimitExceeded):
                 final = states.STOPPED
             self.deps.store.update_job(self.job_id, state=final, error=str(exc)[:500])
-            keep = self.opts.keep and isinstance(exc, JobError)
+            keep = (self.opts.keep and isinstance(exc, JobError)) or self.held_until is not None
             raise
         finally:
             if self.opts.on_teardown is not None:
@@ -118,8 +158,8 @@ class JobRun:
 
     def _attempts(self) -> int:
         excluded: set[str] = set()
-        resumed = False
-        for _ in range(MAX_PREEMPTIONS + 1):
+        preemptions = 0
+        while True:
             got = provision(
                 self.deps,
                 self.job_id,
@@ -127,7 +167,6 @@ class JobRun:
                 self.offers,
                 public_key=self.public_key,
                 deadline=self.deadline,
-                expires=self.expires,
                 excluded=excluded,
                 retry=self.opts.retry,
                 batch=batch_job(self.job, self.job_id),
@@ -142,12 +181,29 @@ class JobRun:
                 got.provider.capabilities,
             )
             self.watcher.watch(got)
-            rc = self._on_instance(got, resumed)
-            if self.watcher.reason != watch.PREEMPTED:
+            rc = self._on_instance(got, resumed=preemptions > 0)
+            if rc is not None:
                 return rc
             self._preempted(got, excluded)
-            resumed = True
-        raise LimitExceeded(f"preempted {MAX_PREEMPTIONS + 1} times; giving up")
+            preemptions += 1
+            if preemptions >= self.max_preemptions:
+                self._on_demand_now(preemptions, excluded)
+
+    @property
+    def max_preemptions(self) -> int:
+        """The job's limits.max_preemptions, else the configured one."""
+        own = self.job.limits.max_preemptions
+        return self.opts.max_preemptions if own is None else own
+
+    def _on_demand_now(self, preemptions: int, excluded: set[str]) -> None:
+        """The preemption limit is reached: a ``spot: auto`` job goes on on demand."""
+        limit = f"preempted {preemptions} times (max_preemptions {self.max_preemptions})"
+        spot = {o.key for o in self.offers if o.market == "spot"}
+        left = [o for o in self.offers if o.key not in excluded | spot]
+        if self.job.resources.spot != "auto" or not left or spot <= excluded:
+            raise LimitExceeded(f"job {self.job_id}: {limit}; giving up")
+        excluded |= spot
+        self.deps.sink.info(f"{limit}: continuing on on-demand offers (resources.spot: auto)")
 
     def _preempted(self, got: Provisioned, excluded: set[str]) -> None:
         rec = self.deps.store.instance(got.record_id)
@@ -170,7 +226,6 @@ class JobRun:
             [previous.offer],
             public_key=self.public_key,
             deadline=self.deadline,
-            expires=self.expires,
             excluded=set(),
             batch=replace(batch_job(self.job, self.job_id), resume_from=previous.instance.id),
         )
@@ -195,30 +250,45 @@ class JobRun:
             on_new_host_key=pinned,
         )
 
-    def _on_instance(self, got: Provisioned, resumed: bool) -> int:
+    def _on_instance(self, got: Provisioned, resumed: bool) -> int | None:
+        """The job's exit code; None when the instance was lost (preempted, with or
+        without notice, or vanished) before the job finished: the caller re-provisions."""
         if got.provider.capabilities.batch:  # no shell: the provider runs the whole job
             return run_batch(
                 self.deps, got, self.job, self.watcher.stop, self.state, self._next_session
             )
         self.state(states.BOOTSTRAPPING)
-        machine = self._connect(got)
+        try:
+            machine = self._connect(got)
+        except RemoteError:
+            if self._lost(got):
+                return None
+            raise
         reader: notice.NoticeReader | None = None
         try:
             watcher = got.provider.notice_watcher(got.instance)
-            self._prepare(machine, got, watcher)
-            if watcher is not None:
-                reader = self._read_notices(machine)
-            if resumed:
-                restore_checkpoint(machine, self.job, self.ckpt_local, self.deps.sink)
-            rc = self._commands(machine, got)
-            if self.watcher.reason == watch.PREEMPTED:
+            try:
+                self._prepare(machine, got, watcher)
+                if watcher is not None:
+                    reader = self._read_notices(machine)
+                if resumed:
+                    restore_checkpoint(machine, self.job, self.ckpt_local, self.deps.sink)
+                rc = self._commands(machine, got)
+            except RemoteError:
+                if self._lost(got):
+                    return None
+                raise
+            if rc == EXIT_LOST and not self.watcher.reason:
+                self._lost(got)  # the session died with the instance, or the job exited 255
+            if self.watcher.reason and self.job.checkpoint:
                 flush_checkpoint(machine, self.job, self.ckpt_local, self.deps.sink)
+            if self.watcher.reason == watch.PREEMPTED:
                 if watcher is not None:
                     notice.acknowledge(machine)  # flushed: the cloud may go ahead now
-                return rc
+                return None
             if self.job.outputs:
                 self.state(states.COLLECTING)
-                collect_outputs(machine, self.job, self.deps.sink)
+                machine = self._collect(machine, got, rc)
             return rc
         finally:
             if reader is not None:
@@ -231,11 +301,56 @@ class JobRun:
             machine, w.notice, w.advisory, self.deps.clock, self.deps.sink.info
         ).start()
 
+    def _lost(self, got: Provisioned) -> bool:
+        """After a dropped session: was the instance taken away? Asks the provider for a
+        while (its state lags the machine); a healthy instance is not lost."""
+        if self.watcher.reason == watch.PREEMPTED:
+            return True
+        iid = got.instance.id
+        for _ in range(int(LOST_WAIT_S / LOST_POLL_S)):
+            try:
+                state = got.provider.describe(iid).state
+            except CloudGPUError:
+                state = InstanceState.UNKNOWN
+            if state in LOST_STATES:
+                self.watcher.trip(watch.PREEMPTED, f"instance {iid} is {state.value}: lost")
+                return self.watcher.reason == watch.PREEMPTED
+            if state == InstanceState.RUNNING:
+                return False
+            self.deps.sleep(LOST_POLL_S)
+        return False
+
+    def _collect(self, machine: Machine, got: Provisioned, rc: int) -> Machine:
+        try:
+            machine, _ = collect(
+                machine, self.job, self.deps.sink, lambda: self._connect(got), self.deps.sleep
+            )
+            return machine
+        except OutputsNotCollected as exc:
+            ran = f"the run exited {rc}" if rc else "the run succeeded"
+            iid = got.instance.id
+            if got.provider.describe(iid).state.is_gone:
+                raise RemoteError(
+                    f"job {self.job_id}: {ran}, but its outputs are lost: instance {iid} "
+                    f"is gone ({exc})"
+                ) from exc
+            now = self.deps.clock()
+            self.held_until = min(now + self.opts.collect_grace_s, got.deadline)
+            until = time.strftime("%H:%M", time.localtime(self.held_until))
+            held = OutputsNotCollected(
+                f"job {self.job_id}: {ran}, but {exc}; they are still on instance {iid}: "
+                f"{where(self.job)}",
+                hint=f"instance kept until {until}: `cloudgpu down {self.job_id} --collect` "
+                "fetches them, then tears it down",
+            )
+            held.until = self.held_until
+            raise held from exc
+
     def _prepare(self, machine: Machine, got: Provisioned, watcher: NoticeWatcher | None) -> None:
         """Bootstrap, then stage data. Where bootstrap only makes a directory (the NVMe is
         not built from raw disks) both run at once: staging then costs no extra wait."""
         caps = got.provider.capabilities
-        args = (machine, got.instance, caps, self.deadline, watcher)
+        args = (machine, got.instance, caps, got.deadline, watcher)
         if caps.disposable:
             self.deps.sink.info(bootstrap(*args), detail=True)
             self.state(states.STAGING)
@@ -277,13 +392,14 @@ class JobRun:
                 continue
             self.state(step)
             self.deps.sink.info(f"{'setup' if step == states.SETUP else 'run'}: starting")
-            rc = machine.run(
-                command,
-                env=env,
-                stop=self.watcher.stop,
-                on_stdout=tap if step == states.RUNNING else self.deps.sink.job_output,
-                on_stderr=lambda b: self.deps.sink.job_output(b, stderr=True),
-            )
+            with Syncer(machine, self.job, self.ckpt_local, self.deps.sink):
+                rc = machine.run(
+                    command,
+                    env=env,
+                    stop=self.watcher.stop,
+                    on_stdout=tap if step == states.RUNNING else self.deps.sink.job_output,
+                    on_stderr=lambda b: self.deps.sink.job_output(b, stderr=True),
+                )
             if rc != 0 and step == states.SETUP and not self.watcher.reason:
                 raise JobError(
                     f"job {self.job_id}: setup failed with exit code {rc}; log: {self._log_path()}",
@@ -308,6 +424,9 @@ class JobRun:
 
     def _finish(self, rc: int) -> int:
         reason = self.watcher.reason
+        if reason == watch.INTERRUPTED:
+            self.deps.store.update_job(self.job_id, exit_code=rc)
+            raise KeyboardInterrupt()
         if reason in (watch.MAX_RUNTIME, watch.MAX_COST):
             self.deps.store.update_job(self.job_id, exit_code=rc)
             raise LimitExceeded(
@@ -327,17 +446,24 @@ class JobRun:
     def _end(self, keep: bool) -> None:
         if keep and self.deps.store.instances(self.job_id, live_only=True):
             self.deps.store.update_job(self.job_id, state=states.KEPT)
-            self.deps.sink.info(
-                f"instance kept (--keep): `cloudgpu ssh {self.job_id}`, "
-                f"`cloudgpu down {self.job_id}` when done"
-            )
+            if self.held_until is None:
+                self.deps.sink.info(
+                    f"instance kept (--keep): `cloudgpu ssh {self.job_id}`, "
+                    f"`cloudgpu down {self.job_id}` when done"
+                )
             return
+        self.phase = states.TEARING_DOWN
         self.deps.store.add_event(self.job_id, "state", states.TEARING_DOWN)
         failures = teardown_job(self.deps, self.job_id)
         cost = job_cost(self.deps, self.job_id)
         self.deps.sink.info(f"total cost ${cost:.4f}")
         if failures:
             self.deps.store.update_job(self.job_id, error="teardown failed: " + failures[0])
+            raise ProviderError(
+                f"job {self.job_id}: teardown failed, an instance may still be billing: "
+                f"{failures[0]}",
+                hint=f"`cloudgpu down {self.job_id}` retries; or delete it in the console",
+            )
 
     def _log_path(self) -> Path | str:
         return self.deps.store.job(self.job_id).log_path

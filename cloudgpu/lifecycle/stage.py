@@ -18,7 +18,7 @@ from cloudgpu.data.select import selector_for
 from cloudgpu.data.stores import open_store
 from cloudgpu.errors import ConfigError, RemoteError
 from cloudgpu.lifecycle.output import Sink, human_bytes
-from cloudgpu.remote import Machine, ProgressFn, TransferStats
+from cloudgpu.remote import Machine, MissingSource, ProgressFn, TransferStats
 from cloudgpu.spec.model import DataItem, JobSpec
 
 
@@ -155,14 +155,16 @@ def restore_checkpoint(machine: Machine, job: JobSpec, local: Path, sink: Sink) 
 
 
 def collect_outputs(machine: Machine, job: JobSpec, sink: Sink) -> list[str]:
-    """Bring every output back; return the problems (an output missing is not fatal)."""
+    """Bring every output back; return the ones the instance does not have (not fatal).
+    Any other failure raises: the outputs are still there and must not be given up
+    (cloudgpu.lifecycle.collect retries, then keeps the instance)."""
     problems = []
     for out in job.outputs:
         dst = local_source(job, out.dst)
         label = f"collecting {out.src} -> {dst}"
         try:
             stats = machine.get_dir(on_instance(machine, out.src), dst, progress=bar(sink, label))
-        except RemoteError as exc:
+        except MissingSource as exc:
             problems.append(f"{out.src}: {exc}")
             sink.info(f"output {out.src} not collected: {exc}")
             continue

@@ -66,9 +66,14 @@ def lifecycle_running(pid: int | None) -> bool:
         return True  # no /proc: trust signal 0
 
 
-def job_is_live(job: JobRecord) -> bool:
-    """Does something still own this job's instances?"""
+def holder(job: JobRecord, host: str) -> bool | None:
+    """Does something still hold this job's instances? None: this host cannot tell (the
+    job's process runs on another host sharing the store; the instance's lease decides)."""
     if job.state == KEPT:
         return True
+    if job.state not in ACTIVE:
+        return False
+    if job.host and job.host != host:
+        return None
     # Plain liveness: a reused pid only delays a sweep; a missed owner would kill a job.
-    return job.state in ACTIVE and pid_alive(job.pid)
+    return pid_alive(job.pid)

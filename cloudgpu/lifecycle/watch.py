@@ -18,16 +18,18 @@ from collections.abc import Callable
 
 from cloudgpu.errors import CloudGPUError, ConfigError
 from cloudgpu.lifecycle.deps import Deps
-from cloudgpu.lifecycle.provision import Provisioned
+from cloudgpu.lifecycle.provision import LEASE_S, Provisioned
 from cloudgpu.provider import Provider
 from cloudgpu.spec.model import Limits
 
 POLL_S = 1.0
 DESCRIBE_EVERY = 10  # polls between describe() calls (vanished-instance check)
+RENEW_EVERY = 60  # polls between lease renewals (the lease lasts LEASE_S)
 
 MAX_RUNTIME = "max_runtime"
 MAX_COST = "max_cost"
 PREEMPTED = "preempted"
+INTERRUPTED = "interrupted"  # Ctrl-C, SIGTERM or SIGHUP on the client
 
 
 class Watcher:
@@ -100,11 +102,19 @@ class Watcher:
             if self.reason is not None:
                 continue
             try:
+                if n % RENEW_EVERY == 1:
+                    self.renew()
                 self.check(describe=n % DESCRIBE_EVERY == 0)
             except CloudGPUError as exc:  # a failed poll is retried, never fatal
                 self.deps.sink.info(f"watch: {exc}")
             except Exception as exc:  # a bug here must not kill the watch
                 self.deps.sink.info(f"watch: internal error {type(exc).__name__}: {exc}")
+
+    def renew(self) -> None:
+        """Tell sweeps from elsewhere this instance is held: its lease tag, moved on."""
+        t = self._target
+        if t is not None:
+            t.provider.renew_lease(t.instance, self.deps.clock() + LEASE_S)
 
     def check(self, describe: bool = False) -> None:
         now = self.deps.clock()

@@ -19,6 +19,7 @@ from cloudgpu.remote.machine import (
     EXIT_TIMEOUT,
     NVME_ENV,
     Machine,
+    MissingSource,
     ProgressFn,
     TransferStats,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "Endpoint",
     "LocalMachine",
     "Machine",
+    "MissingSource",
     "ProgressFn",
     "SSHMachine",
     "TransferStats",

@@ -20,7 +20,8 @@ never mistaken for a good one and the next sync sends those files again. Files w
 kind, size and mtime (whole seconds) match the peer's manifest are not sent at all: one
 stream, no per-file round trip.
 
-Exit statuses: 0 ok, 2 usage, 3 integrity failure, 4 I/O error (e.g. disk full).
+Exit statuses: 0 ok, 2 usage, 3 integrity failure, 4 I/O error (e.g. disk full), 5 the
+source does not exist.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ _DIR = struct.Struct("!II")  # path length, mode
 LENGTH = struct.Struct("!Q")
 CHUNK = 1 << 20
 MAX_MANIFEST = 1 << 30  # ~10 million paths
-EXIT_INTEGRITY, EXIT_IO = 3, 4
+EXIT_INTEGRITY, EXIT_IO, EXIT_MISSING = 3, 4, 5
 
 # path -> (kind b"f"/b"l"/b"d", size, mtime_ns, mode); the root itself is b"".
 Manifest = dict[bytes, tuple[bytes, int, int, int]]
@@ -513,7 +514,7 @@ def main(argv: list[str]) -> int:
             peer = read_manifest(Reader(iter_stdin()))
             local = scan(root)
             if not local:
-                raise SyncError(f"{argv[1]}: no such file or directory", EXIT_IO)
+                raise SyncError(f"{argv[1]}: no such file or directory", EXIT_MISSING)
             pack(root, local, changed(local, peer), Writer(_stdout_sink))
     except SyncError as exc:
         sys.stderr.write(f"{exc}\n")

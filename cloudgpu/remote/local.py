@@ -23,6 +23,7 @@ from cloudgpu.remote.machine import (
     EXIT_STOPPED,
     EXIT_TIMEOUT,
     NVME_ENV,
+    MissingSource,
     OutputFn,
     ProgressFn,
     TransferStats,
@@ -95,7 +96,7 @@ class LocalMachine:
     ) -> TransferStats:
         src = self.path(remote)
         if not src.is_dir():
-            raise RemoteError(f"get {remote}: no such directory")
+            raise MissingSource(f"get {remote}: no such directory")
         return copy_tree(src, local, progress)
 
     def put_file(
@@ -110,7 +111,7 @@ class LocalMachine:
     ) -> TransferStats:
         src = self.path(remote)
         if not src.is_file():
-            raise RemoteError(f"get {remote}: no such file")
+            raise MissingSource(f"get {remote}: no such file")
         return copy_tree(src, local, progress)
 
     def close(self) -> None:

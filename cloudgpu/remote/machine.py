@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from cloudgpu.errors import RemoteError
+
 # (bytes done, bytes total): called as a transfer advances; total is known up front.
 ProgressFn = Callable[[int, int], None]
 OutputFn = Callable[[bytes], None]
@@ -25,6 +27,11 @@ EXIT_TIMEOUT = 124
 
 # Environment variable every machine exports to the job's commands: where local NVMe is.
 NVME_ENV = "CLOUDGPU_NVME"
+
+
+class MissingSource(RemoteError):
+    """What get_dir/get_file was to fetch does not exist there: the connection is fine,
+    retrying will not help (e.g. a job that wrote no outputs)."""
 
 
 @dataclass

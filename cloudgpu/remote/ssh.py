@@ -77,27 +77,47 @@ def launched(launcher: Sequence[str], command: str) -> str:
     return f"{shlex.join(launcher)} sh -c {shlex.quote(command)}"
 
 
-class ParamikoStream:
-    """transfer.Stream over one exec channel."""
+_LOST = (paramiko.SSHException, OSError, EOFError)
 
-    def __init__(self, chan: paramiko.Channel) -> None:
+
+class ParamikoStream:
+    """transfer.Stream over one exec channel; a lost connection is a RemoteError."""
+
+    def __init__(self, chan: paramiko.Channel, label: str = "instance") -> None:
         self.chan = chan
+        self.label = label
+
+    def _lost(self, exc: BaseException) -> RemoteError:
+        return RemoteError(f"{self.label}: SSH connection lost during a transfer ({exc!r})")
 
     def write(self, data: bytes) -> None:
-        self.chan.sendall(data)
+        try:
+            self.chan.sendall(data)
+        except _LOST as exc:
+            raise self._lost(exc) from exc
 
     def read(self, n: int) -> bytes:
-        return self.chan.recv(n)
+        try:
+            return self.chan.recv(n)
+        except _LOST as exc:
+            raise self._lost(exc) from exc
 
     def close_write(self) -> None:
-        self.chan.shutdown_write()
+        try:
+            self.chan.shutdown_write()
+        except _LOST as exc:
+            raise self._lost(exc) from exc
 
     def finish(self) -> tuple[int, str]:
-        status = self.chan.recv_exit_status()
-        err = b""
-        while self.chan.recv_stderr_ready():
-            err += self.chan.recv_stderr(65536)
-        self.chan.close()
+        try:
+            status = self.chan.recv_exit_status()
+            err = b""
+            while self.chan.recv_stderr_ready():
+                err += self.chan.recv_stderr(65536)
+        except _LOST as exc:
+            raise self._lost(exc) from exc
+        finally:
+            self.chan.close()
         return status, err.decode(errors="replace")
 
 
@@ -181,7 +201,7 @@ class SSHMachine:
     # -- transfer --------------------------------------------------------------------
 
     def _paramiko_stream(self, command: str) -> transfer.Stream:
-        return ParamikoStream(self._channel(launched(self.launcher, command)))
+        return ParamikoStream(self._channel(launched(self.launcher, command)), self.endpoint.label)
 
     def _openssh_stream(self, command: str) -> transfer.Stream:
         assert self.openssh is not None

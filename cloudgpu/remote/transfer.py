@@ -20,7 +20,7 @@ from typing import Protocol
 
 from cloudgpu.errors import RemoteError
 from cloudgpu.remote import agent
-from cloudgpu.remote.machine import ProgressFn, TransferStats
+from cloudgpu.remote.machine import MissingSource, ProgressFn, TransferStats
 
 AGENT_SOURCE = Path(agent.__file__).read_text(encoding="utf-8")
 
@@ -61,6 +61,8 @@ def _fail(op: str, remote: str, status: int, err: str) -> RemoteError:
     line = err.strip().splitlines()[-1] if err.strip() else f"exit status {status}"
     if status == 255:  # the agent never exits 255; ssh does when it cannot connect
         return TransportFailed(f"{op} {remote}: ssh failed ({line})")
+    if status == agent.EXIT_MISSING:
+        return MissingSource(f"{op} {remote}: {line}")
     if status == 127:
         return RemoteError(
             f"{op} {remote}: python3 is missing on the instance ({line})",

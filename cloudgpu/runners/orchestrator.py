@@ -200,8 +200,7 @@ class Runners:
             job,
             offers,
             public_key=public_key,
-            deadline=deadline,
-            expires=deadline,
+            deadline=lambda _offer: deadline,
             excluded=set(),
         )
         self.deps.store.update_job(

@@ -66,7 +66,8 @@ class Value:
 class Block:
     """A mapping. ``keys`` are the allowed keys; with ``values`` it is an open mapping
     whose keys match ``key_pattern`` (env:). ``extensions`` allows ``x-`` keys that the
-    loader ignores (a place for YAML anchors shared through ``<<:`` merge keys)."""
+    loader ignores (a place for YAML anchors shared through ``<<:`` merge keys). With
+    ``scalar_key`` a single value stands for ``{scalar_key: value}`` (``checkpoint:``)."""
 
     keys: Mapping[str, Node] = field(default_factory=dict)
     required: tuple[str, ...] = ()
@@ -75,6 +76,7 @@ class Block:
     key_pattern: str | None = None
     key_form: str = ""
     extensions: bool = False
+    scalar_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -351,4 +353,6 @@ def json_schema_of(node: Node) -> dict[str, Any]:
         out["patternProperties"] = {"^x-": {}}
     if node.required:
         out["required"] = list(node.required)
+    if node.scalar_key:
+        out = {"anyOf": [json_schema_of(node.keys[node.scalar_key]), out]}
     return out

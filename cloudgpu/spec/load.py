@@ -122,6 +122,8 @@ class _Walk:
         return [self.walk(defn.item, item, f"{key}[{i}]") for i, item in enumerate(node.value)]
 
     def _block(self, defn: Block, node: YNode, key: str) -> dict[str, Any]:
+        if defn.scalar_key and isinstance(node, yaml.ScalarNode):
+            return {defn.scalar_key: self.walk(defn.keys[defn.scalar_key], node, key)}
         if not isinstance(node, yaml.MappingNode):
             raise self.err(node, key, "expected a mapping of key: value lines")
         pairs = self._pairs(node, key, frozenset())
@@ -316,7 +318,7 @@ def _build(walk: _Walk, tree: dict[str, Any], file: str, base_dir: str) -> JobSp
         outputs=tuple(OutputItem(o["src"], o["dst"]) for o in tree.get("outputs", ())),
         env=tree.get("env", {}),
         limits=Limits(**_fields(schema.LIMITS, tree.get("limits", {}))),
-        checkpoint=tree.get("checkpoint"),
+        **_checkpoint(tree.get("checkpoint")),
         num_nodes=_num_nodes(walk, tree),
         source=file,
         base_dir=base_dir,
@@ -324,6 +326,16 @@ def _build(walk: _Walk, tree: dict[str, Any], file: str, base_dir: str) -> JobSp
 
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _checkpoint(parsed: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``checkpoint: PATH`` or ``{path: PATH, sync_every: 5m}`` as the model's fields."""
+    if not parsed:
+        return {}
+    out: dict[str, Any] = {"checkpoint": parsed["path"]}
+    if "sync_every" in parsed:
+        out["checkpoint_every_s"] = parsed["sync_every"]
+    return out
 
 
 def _num_nodes(walk: _Walk, tree: dict[str, Any]) -> int:

@@ -58,6 +58,7 @@ class Limits:
     max_runtime_s: float | None = None
     max_cost: float | None = None  # USD for the whole job
     idle_timeout_s: float | None = None
+    max_preemptions: int | None = None  # None: the configured default
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class JobSpec:
     env: dict[str, str] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     checkpoint: str | None = None
+    checkpoint_every_s: float = 300.0  # synced back this often while the job runs
     num_nodes: int = 1
     source: str = ""  # the file it came from (for messages)
     base_dir: str = ""  # directory relative local paths resolve against

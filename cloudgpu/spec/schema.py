@@ -218,8 +218,27 @@ LIMITS = Block(
         "idle_timeout": _duration(
             'tear down a kept instance idle this long, e.g. "10m"', 30, "idle_timeout_s"
         ),
+        "max_preemptions": number(
+            "spot preemptions before giving up (spot: auto then goes on demand); default 5",
+            0,
+            1000,
+            integer=True,
+            lo_open=False,
+        ),
     },
     description="the job is stopped when one is reached",
+)
+
+CHECKPOINT = Block(
+    {
+        "path": nvme_path("directory on the instance, e.g. /nvme/ckpt"),
+        "sync_every": _duration(
+            'copied back this often while the job runs, default "5m"', 30, "sync_every"
+        ),
+    },
+    required=("path",),
+    description="directory kept across preemptions: a path, or {path, sync_every}",
+    scalar_key="path",
 )
 
 # -- workload (the planner interprets it; here its keys and forms are checked) ---------
@@ -437,7 +456,7 @@ JOB = Block(
         ),
         "env": ENV,
         "limits": LIMITS,
-        "checkpoint": nvme_path("directory kept across preemptions"),
+        "checkpoint": CHECKPOINT,
         "num_nodes": NUM_NODES,
     },
     required=("name", "run"),

@@ -11,6 +11,7 @@ The store is passed in to whoever needs it; there is no module-level connection.
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping
@@ -19,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cloudgpu.errors import StateError
+from cloudgpu.errors import StateError, StoreBusy
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -88,7 +89,11 @@ CREATE TABLE IF NOT EXISTS spend (
 """
 
 # Migrations from version N to N+1, applied in order inside one transaction each.
-_MIGRATIONS: dict[int, str] = {}
+_MIGRATIONS: dict[int, str] = {
+    # The host a job's lifecycle process runs on: its pid means something only there.
+    1: "ALTER TABLE jobs ADD COLUMN host TEXT NOT NULL DEFAULT ''",
+}
+LOCK_WAIT_S = 30.0  # how long a write waits for another process's write lock
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,7 @@ class JobRecord:
     log_path: str = ""
     created_at: float = 0.0
     updated_at: float = 0.0
+    host: str = ""  # where ``pid`` runs
 
 
 @dataclass(frozen=True)
@@ -163,21 +169,31 @@ def _row_to(cls: type, row: sqlite3.Row) -> Any:
 class Store:
     """A connection to one state file. Use :meth:`open`."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, clock: Any = time.time) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        path: Path,
+        clock: Any = time.time,
+        lock_wait_s: float = LOCK_WAIT_S,
+    ) -> None:
         self._conn = conn
         self.path = path
         self.clock = clock
+        self.lock_wait_s = lock_wait_s
 
     @classmethod
-    def open(cls, path: Path, clock: Any = time.time) -> Store:
+    def open(cls, path: Path, clock: Any = time.time, lock_wait_s: float = LOCK_WAIT_S) -> Store:
+        """``lock_wait_s``: how long a write waits while another process holds the write
+        lock (a lifecycle with an instance up waits long rather than fail)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            conn = sqlite3.connect(str(path), timeout=30, isolation_level=None)
+            busy_ms = int(min(lock_wait_s, LOCK_WAIT_S) * 1000)
+            conn = sqlite3.connect(str(path), timeout=busy_ms / 1000, isolation_level=None)
             conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout={busy_ms}")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA busy_timeout=30000")
-            store = cls(conn, path, clock)
+            store = cls(conn, path, clock, lock_wait_s)
             store._migrate()
         except sqlite3.DatabaseError as exc:
             raise StateError(
@@ -192,7 +208,7 @@ class Store:
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction: all of it lands, or none."""
-        self._conn.execute("BEGIN IMMEDIATE")
+        self._begin()
         try:
             yield self._conn
         except BaseException:
@@ -201,31 +217,64 @@ class Store:
         else:
             self._conn.execute("COMMIT")
 
+    def _begin(self) -> None:
+        """BEGIN IMMEDIATE, waiting up to ``lock_wait_s`` for another writer; then a
+        one-line StoreBusy, never a raw "database is locked"."""
+        start = time.monotonic()
+        while True:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise StateError(f"{self.path}: state store error: {exc}") from exc
+                waited = time.monotonic() - start
+                if waited >= self.lock_wait_s:
+                    raise StoreBusy(
+                        f"{self.path}: the state store is locked by another process "
+                        f"(waited {waited:.0f} s)",
+                        hint="another cloudgpu command is writing to it; retry when it is done",
+                    ) from exc
+
+    def owner_id(self) -> str:
+        """This store's own random id, made once: the owner tag of everything launched
+        from it, so a sweep from another CLOUDGPU_HOME (same user and host, or not)
+        never sees, let alone removes, what this one launched."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key='owner_id'").fetchone()
+        if row:
+            return str(row[0])
+        with self.tx() as c:
+            c.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES('owner_id', ?)",
+                ("cg-" + secrets.token_hex(8),),
+            )
+            row = c.execute("SELECT value FROM meta WHERE key='owner_id'").fetchone()
+        return str(row[0])
+
     def _migrate(self) -> None:
-        version = self.schema_version()
-        if version == 0:
+        """Create or upgrade the schema. Each step re-reads the version inside its own
+        write transaction: processes opening one store at once never apply a step twice."""
+        if self.schema_version() == SCHEMA_VERSION:
+            return
+        while True:
             with self.tx() as c:
-                for stmt in _SCHEMA_V1.split(";"):
+                version = self.schema_version()
+                if version > SCHEMA_VERSION:
+                    raise StateError(
+                        f"{self.path}: state schema v{version} is newer than this cloudgpu "
+                        f"(v{SCHEMA_VERSION})",
+                        hint="upgrade cloudgpu",
+                    )
+                if version == SCHEMA_VERSION:
+                    return
+                script = _SCHEMA_V1 if version == 0 else _MIGRATIONS[version]
+                for stmt in script.split(";"):
                     if stmt.strip():
                         c.execute(stmt)
                 c.execute(
                     "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)",
-                    (str(SCHEMA_VERSION),),
+                    (str(version + 1),),
                 )
-            version = SCHEMA_VERSION
-        if version > SCHEMA_VERSION:
-            raise StateError(
-                f"{self.path}: state schema v{version} is newer than this cloudgpu "
-                f"(v{SCHEMA_VERSION})",
-                hint="upgrade cloudgpu",
-            )
-        while version < SCHEMA_VERSION:
-            with self.tx() as c:
-                for stmt in _MIGRATIONS[version].split(";"):
-                    if stmt.strip():
-                        c.execute(stmt)
-                version += 1
-                c.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(version),))
 
     def schema_version(self) -> int:
         try:
@@ -264,6 +313,7 @@ class Store:
             "error",
             "pid",
             "log_path",
+            "host",
         }
         bad = set(fields) - allowed
         if bad:

@@ -36,6 +36,7 @@ from cloudgpu_providers.sim.offers import NAME, configured_offers, default_offer
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import CapacityError, ConfigError, ProviderError
 from cloudgpu.provider import (
+    TAG_LEASE,
     Availability,
     Capabilities,
     CreateRequest,
@@ -65,6 +66,7 @@ class SimProvider(Provider):
         idempotent_create=True,
         remote=True,
         billing_granularity_s=1,
+        lease_tags=True,
     )
 
     # -- settings --------------------------------------------------------------------
@@ -259,6 +261,13 @@ class SimProvider(Provider):
                 cur.update(state=inst.TERMINATED, terminated_at=time.time(), reason="terminated")
                 inst.write_state(d, cur)
         inst.wipe(d)
+
+    def renew_lease(self, instance: Instance, until: float) -> bool:
+        d = self._dir(instance.id)
+        st = inst.read_state(d) if d else None
+        if d is None or st is None:
+            return False
+        return inst.update_state(d, tags={**st["tags"], TAG_LEASE: str(int(until))}) is not None
 
     def preemption_notice(self, instance: Instance) -> float | None:
         d = self._dir(instance.id)

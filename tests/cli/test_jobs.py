@@ -62,7 +62,7 @@ def test_ssh_into_local_workspace(
     monkeypatch.setenv("SHELL", str(probe))  # the "interactive shell" checks where it is
     code, _, err = main_exit(["ssh", "shell"])
     assert code == 0, err
-    assert main_exit(["down", "--all"])[0] == 0
+    assert main_exit(["down", "--all", "--yes"])[0] == 0
     assert local_workspaces(cloudgpu_home) == []
 
 

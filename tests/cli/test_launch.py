@@ -143,7 +143,7 @@ def test_keep_exec_down(tmp_path: Path, cloudgpu_home: Path) -> None:
     assert code == 0 and out == "hello\n"
     code, _, _ = main_exit(["exec", rec.id, "--", "sh", "-c", "exit 4"])
     assert code == 4
-    code, out, _ = main_exit(["down", rec.id])
+    code, out, _ = main_exit(["down", rec.id, "--yes"])
     assert code == 0 and "down" in out
     assert store(cloudgpu_home).job(rec.id).state == "stopped"
     assert local_workspaces(cloudgpu_home) == []
@@ -194,7 +194,7 @@ def test_detach_logs_follow_and_down(tmp_path: Path, cloudgpu_home: Path) -> Non
     res = cli_proc(["launch", str(job), "--yes", "--detach"], cloudgpu_home)
     job_id = detached_id(res.stdout)
     wait_for(lambda: store(cloudgpu_home).job(job_id).state == "running", what="running")
-    res = cli_proc(["down", job_id], cloudgpu_home)
+    res = cli_proc(["down", job_id, "--yes"], cloudgpu_home)
     assert res.returncode == 0, res.stderr
     rec = store(cloudgpu_home).job(job_id)
     assert rec.state in ("interrupted", "stopped")
@@ -216,7 +216,7 @@ def test_kill9_then_orphans(tmp_path: Path, cloudgpu_home: Path) -> None:
     proc.kill()
     proc.wait()
     assert len(local_workspaces(cloudgpu_home)) == 1
-    res = cli_proc(["down", "--orphans"], cloudgpu_home)
+    res = cli_proc(["down", "--orphans", "--yes"], cloudgpu_home)
     assert res.returncode == 0, res.stderr
     assert "1 orphan(s) removed" in res.stdout
     assert local_workspaces(cloudgpu_home) == []

@@ -164,12 +164,12 @@ def test_logs_json_lines_flush_an_unterminated_last_line(cloudgpu_home: Path) ->
 def test_down_json(tmp_path: Path, cloudgpu_home: Path) -> None:
     job = job_file(tmp_path, "name: kept\nrun: 'true'\n")
     assert main_exit(["launch", str(job), "--yes", "--keep"])[0] == 0
-    code, out, err = main_exit(["down", "kept", "--json"])
+    code, out, err = main_exit(["down", "kept", "--json", "--yes"])
     assert code == 0, err
     doc = json.loads(out)
     assert [j["state"] for j in doc["jobs"]] == ["stopped"] or doc["jobs"][0]["failures"] == []
     assert doc["failures"] == [] and doc["orphans"] == []
-    code, out, _ = main_exit(["down", "--orphans", "--json"])
+    code, out, _ = main_exit(["down", "--orphans", "--json", "--yes"])
     assert code == 0 and json.loads(out)["orphans"] == []
 
 
@@ -191,7 +191,7 @@ def test_plain_down_of_a_stuck_record_fails_then_purge_says_what_bills(
     cloudgpu_home: Path,
 ) -> None:
     job = _stuck(cloudgpu_home)
-    code, _, err = main_exit(["down", job])
+    code, _, err = main_exit(["down", job, "--yes"])
     assert code != 0 and "gonecloud" in err
     code, _, err = main_exit(["down", "--purge", job])  # not a terminal: needs --yes
     assert code == 2 and "confirm with --yes" in err

@@ -90,7 +90,7 @@ def test_retry_until_up_launches_when_capacity_frees(tmp_path: Path, cloudgpu_ho
     assert "round 1: no capacity on 1 offer(s); next round in" in text
     assert "(until interrupted)" in text
     assert store(cloudgpu_home).job(wid).state == "provisioning"
-    code, _, err = main_exit(["down", "holder"])  # the slot frees up
+    code, _, err = main_exit(["down", "holder", "--yes"])  # the slot frees up
     assert code == 0, err
     wait_for(lambda: store(cloudgpu_home).job(wid).state == "succeeded", timeout=90, what="launch")
     assert "got-a-machine" in _log(cloudgpu_home, wid)

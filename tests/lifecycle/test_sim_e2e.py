@@ -260,7 +260,7 @@ outputs: [{{src: /nvme/out, dst: ./results}}]
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert live_sim(cloudgpu_home), "the instance outlives its client, as a VM would"
-    res = cli_proc(["down", "--orphans"], cloudgpu_home, env={"CLOUDGPU_SIM": "1"})
+    res = cli_proc(["down", "--orphans", "--yes"], cloudgpu_home, env={"CLOUDGPU_SIM": "1"})
     assert res.returncode == 0, res.stderr
     assert "orphan(s) removed" in res.stdout
     assert live_sim(cloudgpu_home) == []
@@ -321,7 +321,7 @@ def test_keep_then_ssh_and_exec_on_sim(tmp_path: Path, cloudgpu_home: Path) -> N
     res = cli_proc(["exec", rec.id, "--", "sh", "-c", "echo $CLOUDGPU_NVME; exit 3"], cloudgpu_home)
     (inst,) = sim(cloudgpu_home).list_instances({})
     assert res.returncode == 3 and res.stdout == inst.nvme_mount + "\n"
-    res = cli_proc(["down", "--all"], cloudgpu_home, env={"CLOUDGPU_SIM": "1"})
+    res = cli_proc(["down", "--all", "--yes"], cloudgpu_home, env={"CLOUDGPU_SIM": "1"})
     assert res.returncode == 0, res.stderr
     assert live_sim(cloudgpu_home) == []
     assert store(cloudgpu_home).job(rec.id).state == "stopped"

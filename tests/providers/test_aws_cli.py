@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from cloudgpu.lifecycle.launch import owner
 from cloudgpu.paths import Paths, default_paths
 from cloudgpu.provider import TAG_EXPIRES, TAG_JOB, TAG_OWNER, CreateRequest
 from tests.lifecycle.helpers import cli_proc, invoke, job_file, main_exit, store
@@ -112,9 +111,13 @@ def test_down_orphans_removes_a_tagged_instance_no_job_owns(
     # never recorded. No `regions` configured: the sweep searches every enabled region.
     prov = make_provider(moto_url, paths, str(tmp_path))
     job = f"crashed-{int(time.time())}"
-    tags = {TAG_JOB: job, TAG_OWNER: owner(), TAG_EXPIRES: str(int(time.time()) + 600)}
+    tags = {
+        TAG_JOB: job,
+        TAG_OWNER: store(cloudgpu_home).owner_id(),
+        TAG_EXPIRES: str(int(time.time()) + 600),
+    }
     inst = prov.create(CreateRequest(offer=offer(), name=job, tags=tags))
-    res = cli_proc(["down", "--orphans"], cloudgpu_home, env=dict(FAKE_ENV))
+    res = cli_proc(["down", "--orphans", "--yes", "--force"], cloudgpu_home, env=dict(FAKE_ENV))
     assert res.returncode == 0, res.stderr
     assert inst.id in res.stdout
     assert prov.describe(inst.id).state.is_gone

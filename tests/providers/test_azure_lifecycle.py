@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 from cloudgpu_providers.azure import AzureProvider
 
-from cloudgpu.lifecycle.launch import owner
 from cloudgpu.paths import default_paths
 from cloudgpu.provider import TAG_JOB, TAG_OWNER, CreateRequest, ProviderContext
 from tests.fixtures.azure.fake_arm import FakeArm, provider_config
@@ -170,7 +169,9 @@ def test_down_orphans_removes_our_left_over_group_only(
     offer = make_offer()
     mine = provider.create(
         CreateRequest(
-            offer=offer, name="crashed-job-1", tags={TAG_JOB: "crashed-job", TAG_OWNER: owner()}
+            offer=offer,
+            name="crashed-job-1",
+            tags={TAG_JOB: "crashed-job", TAG_OWNER: store(cloudgpu_home).owner_id()},
         )
     )
     theirs = provider.create(
@@ -178,7 +179,7 @@ def test_down_orphans_removes_our_left_over_group_only(
             offer=offer, name="someone-else-1", tags={TAG_JOB: "x", TAG_OWNER: "other@elsewhere"}
         )
     )
-    code, out, err = main_exit(["down", "--orphans"])
+    code, out, err = main_exit(["down", "--orphans", "--yes"])
     assert code == 0, err
     assert mine.id in out
     assert set(arm.state.groups) == {theirs.id}

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from cloudgpu.lifecycle.launch import owner
 from cloudgpu.paths import default_paths
 from cloudgpu.provider import TAG_JOB, TAG_OWNER, CreateRequest, InstanceState
 from tests.fixtures.gcp.metadata import GceMetadata
@@ -161,9 +160,12 @@ def test_down_orphans_removes_our_left_over_instance_only(
     offer = next(o for o in provider.fetch_offers() if o.instance_type == "a2-highgpu-1g")
     mine, theirs = (
         provider.create(CreateRequest(offer=offer, name=job, tags={TAG_JOB: job, TAG_OWNER: who}))
-        for job, who in (("crashed-1", owner()), ("crashed-2", "someone@elsewhere"))
+        for job, who in (
+            ("crashed-1", store(cloudgpu_home).owner_id()),
+            ("crashed-2", "someone@elsewhere"),
+        )
     )
-    res = cli_proc(["down", "--orphans"], cloudgpu_home)
+    res = cli_proc(["down", "--orphans", "--yes"], cloudgpu_home)
     assert res.returncode == 0, res.stderr
     assert mine.id in res.stdout and "crashed-1" in res.stdout
     assert theirs.id not in res.stdout

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 from cloudgpu_providers.lambda_cloud import LambdaProvider
 
-from cloudgpu.lifecycle.launch import owner
 from cloudgpu.paths import default_paths
 from cloudgpu.provider import (
     TAG_EXPIRES,
@@ -29,7 +28,7 @@ from cloudgpu.provider import (
     InstanceState,
     ProviderContext,
 )
-from tests.lifecycle.helpers import cli_proc
+from tests.lifecycle.helpers import cli_proc, store
 from tests.providers.conftest import ApiLaunch
 from tests.providers.lifecycle_kit import (
     launch_fails_cleanly,
@@ -109,9 +108,16 @@ def test_down_orphans_removes_our_left_over_instance_only(
                 idempotency_token=job,
             )
         )
-        for job, who in (("crashed-1", owner()), ("crashed-2", "someone@elsewhere"))
+        for job, who in (
+            ("crashed-1", store(cloudgpu_home).owner_id()),
+            ("crashed-2", "someone@elsewhere"),
+        )
     )
-    res = cli_proc(["down", "--orphans"], cloudgpu_home, env={"LAMBDA_API_KEY": fake.api_key})
+    res = cli_proc(
+        ["down", "--orphans", "--yes", "--force"],
+        cloudgpu_home,
+        env={"LAMBDA_API_KEY": fake.api_key},
+    )
     assert res.returncode == 0, res.stderr
     assert ours.id in res.stdout and "crashed-1" in res.stdout
     assert provider.describe(ours.id).state.is_gone
