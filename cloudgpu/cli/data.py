@@ -11,11 +11,12 @@ import click
 
 from cloudgpu import remote
 from cloudgpu.cli.context import get_app
-from cloudgpu.cli.jobs import _live_instance, to_instance
+from cloudgpu.cli.jobs import _live_instance
 from cloudgpu.data import probe as probing
 from cloudgpu.data import pull, uri
 from cloudgpu.data.select import selector_for
 from cloudgpu.errors import ConfigError
+from cloudgpu.lifecycle.collect import instance_of
 from cloudgpu.lifecycle.output import human_bytes
 from cloudgpu.sshkeys import ensure_keypair
 from cloudgpu.state import probes
@@ -82,7 +83,7 @@ def probe(job: str, quick: bool, no_gpu: bool, as_json: bool) -> None:
     app = get_app()
     store = app.store()
     jrec, rec = _live_instance(store, job)
-    inst = to_instance(rec)
+    inst = instance_of(rec)
     key = None if inst.ssh is None or inst.ssh.key_file else ensure_keypair(app.paths.keys_dir)[0]
     machine = remote.connect(
         inst, known_hosts=app.paths.data_dir / "known_hosts", key_file=key, timeout=30
