@@ -1,9 +1,12 @@
 """A tiny JSON-over-HTTP client (urllib) with retry, backoff and pluggable error mapping.
 
 Shared by the REST/GraphQL providers (Lambda, Vast.ai, RunPod) and Azure's Retail Prices
-reader. It sends one request, retries what the server refused without acting on it
-(throttling and gateway statuses, honouring ``Retry-After``) with exponential backoff
-through the injected ``sleep`` (tests never wait), and turns every failure into a
+reader. It sends one request and retries with exponential backoff through the injected ``sleep``
+(tests never wait), honouring ``Retry-After``. A request that is not idempotent (a POST
+that creates something) is sent again only when the server cannot have acted on it:
+throttled (429), unavailable (503) or a refused connection; after a gateway error, a
+timeout or a lost answer it may have landed, so the error goes to the caller, who must
+look for what it made (by name or tag) before sending it again. Failures become and turns every failure into a
 cloudgpu.errors type through hooks the caller supplies, since each API words its errors
 differently. The bearer token goes in the ``Authorization`` header only: this module never
 puts it into a URL, a repr or an exception message. It knows nothing of any provider's
@@ -20,8 +23,10 @@ from typing import Any, TypedDict, TypeVar
 
 from cloudgpu.errors import ProviderError, TransientError
 
-# Statuses where the server refused the request without acting on it: safe to send again.
+# Statuses worth another try of a request that is safe to repeat.
 RETRY_STATUSES: frozenset[int] = frozenset({429, 502, 503, 504})
+# Of those, the ones where the server refused the request without acting on it.
+REFUSED_STATUSES: frozenset[int] = frozenset({429, 503})
 # Reading is safe to repeat after a broken connection; a create may have landed.
 SAFE_METHODS: frozenset[str] = frozenset({"GET", "DELETE"})
 
@@ -45,10 +50,13 @@ class RetryableError(Exception):
     server's own ``Retry-After``, when it sent one.
     """
 
-    def __init__(self, error: ProviderError, wait_s: float | None = None) -> None:
+    def __init__(
+        self, error: ProviderError, wait_s: float | None = None, *, may_have_landed: bool = False
+    ) -> None:
         super().__init__(str(error))
         self.error = error
         self.wait_s = wait_s
+        self.may_have_landed = may_have_landed  # the server may have acted on it
 
 
 class JsonHttpClient:
@@ -101,20 +109,25 @@ class JsonHttpClient:
         body: Mapping[str, Any] | None = None,
         *,
         url: str | None = None,
+        idempotent: bool | None = None,
     ) -> T:
         """Send ``method base_url+path`` (or the full ``url``); return ``parse(answer)``.
 
         ``parse`` raises a ProviderError for a bad answer, or RetryableError to ask for
         another try. After the last attempt the retryable error itself is raised.
+        ``idempotent``: safe to send twice (default: GET/DELETE, or the client's
+        ``retry_unreachable`` methods); else never re-sent once it may have landed.
         """
         target = url or self.base_url + path
         raw = None if body is None else json.dumps(dict(body)).encode()
+        if idempotent is None:
+            idempotent = method in self.retry_unreachable
         delay = self.backoff_s
         for attempt in range(1, self.attempts + 1):
             try:
                 return parse(self._send(method, target, raw))
             except RetryableError as exc:
-                if attempt == self.attempts:
+                if attempt == self.attempts or (exc.may_have_landed and not idempotent):
                     raise exc.error from None
                 self._sleep(delay if exc.wait_s is None else exc.wait_s)
                 delay = min(delay * 2, self.max_backoff_s)
@@ -135,13 +148,14 @@ class JsonHttpClient:
         except urllib.error.HTTPError as exc:
             error = self._map_status(exc.code, exc.read() or b"")
             if exc.code in self.retry_statuses:
-                raise RetryableError(error, self._retry_after(exc.headers)) from None
+                landed = exc.code not in REFUSED_STATUSES
+                wait = self._retry_after(exc.headers)
+                raise RetryableError(error, wait, may_have_landed=landed) from None
             raise error from None
         except OSError as exc:  # URLError, timeouts, refused or reset connections
             error = self._unreachable(exc)
-            if method in self.retry_unreachable:
-                raise RetryableError(error) from None
-            raise error from None
+            refused = isinstance(getattr(exc, "reason", exc), ConnectionRefusedError)
+            raise RetryableError(error, may_have_landed=not refused) from None
 
     def _retry_after(self, headers: Any) -> float | None:
         """The server's ``Retry-After`` in seconds (capped), None when absent or a date."""
@@ -163,9 +177,10 @@ def parse_json(raw: bytes, what: str, provider: str, *, empty: bytes = b"") -> A
     """``raw`` as JSON; a non-JSON answer (a proxy's error page) is worth another try."""
     try:
         return json.loads(raw or empty)
-    except ValueError:
+    except ValueError:  # a proxy's page: what was behind it may have acted
         raise RetryableError(
-            TransientError(f"{what} answered with non-JSON", provider=provider)
+            TransientError(f"{what} answered with non-JSON", provider=provider),
+            may_have_landed=True,
         ) from None
 
 

@@ -53,17 +53,26 @@ class GraphQLClient(JsonHttpClient):
             token=api_key,
             provider=PROVIDER,
             retry_statuses=RETRY_STATUSES,
-            # Every GraphQL call is a POST, reads included, so a broken connection is
-            # retried for all of them (a repeated create is found again by its tag token).
-            retry_unreachable=frozenset({"POST"}),
             **retry,
         )
         self.url = self.base_url
 
-    def query(self, query: str, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Run ``query``; return its ``data`` object or raise a mapped ProviderError."""
+    def query(
+        self,
+        query: str,
+        variables: Mapping[str, Any] | None = None,
+        *,
+        idempotent: bool | None = None,
+    ) -> dict[str, Any]:
+        """Run ``query``; return its ``data`` object or raise a mapped ProviderError.
+
+        Every GraphQL call is a POST: reads are sent again after a broken connection, a
+        mutation (a deploy) never once it may have landed; ``idempotent=True`` for one
+        that is safe to repeat (terminate)."""
         body = {"query": query, "variables": dict(variables or {})}
-        return self.request("POST", "", _data, body)
+        if idempotent is None:
+            idempotent = not query.lstrip().startswith("mutation")
+        return self.request("POST", "", _data, body, idempotent=idempotent)
 
 
 def _data(raw: bytes) -> dict[str, Any]:

@@ -63,6 +63,9 @@ API_KEY = ApiKeySource(
 )
 
 
+DEPLOY_ATTEMPTS = 3
+
+
 class RunPodProvider(Provider):
     name: ClassVar[str] = "runpod"
     capabilities: ClassVar[Capabilities] = Capabilities(
@@ -135,14 +138,19 @@ class RunPodProvider(Provider):
             ),
             data_center_id=self._data_center(request.offer),
         )
-        try:
-            data = client.query(pods.M_DEPLOY, {"input": payload})
-        except TransientError:
-            # The deploy may have landed before the connection broke: find it by token.
-            found = self._find_by_token(client, request.idempotency_token)
-            if found is None:
-                raise
-            return found
+        for attempt in range(1, DEPLOY_ATTEMPTS + 1):
+            try:
+                data = client.query(pods.M_DEPLOY, {"input": payload})
+                break
+            except TransientError:
+                # The deploy may have landed before the answer was lost: find it by its
+                # token; send it again only once it is known not to have.
+                found = self._find_by_token(client, request.idempotency_token)
+                if found is not None:
+                    return found
+                if attempt == DEPLOY_ATTEMPTS or not request.idempotency_token:
+                    raise
+                self.ctx.sleep(2.0 * attempt)
         pod = data.get("podFindAndDeployOnDemand")
         if not pod:
             raise CapacityError("RunPod deployed no pod for this offer", provider=PROVIDER)
@@ -186,7 +194,7 @@ class RunPodProvider(Provider):
         if self.describe(instance_id).state.is_gone:
             return
         try:
-            client.query(pods.M_TERMINATE, {"input": {"podId": instance_id}})
+            client.query(pods.M_TERMINATE, {"input": {"podId": instance_id}}, idempotent=True)
         except NotFoundError:
             return
         verify_gone(

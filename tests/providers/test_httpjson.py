@@ -124,8 +124,22 @@ def test_unreachable_is_retried_only_for_safe_methods_and_hides_the_token() -> N
     sleeps.clear()
     with pytest.raises(TransientError):
         client.request("POST", "/", _obj, {})
-    assert sleeps == []  # a create may have landed: not sent twice
+    assert sleeps == [1.0, 2.0]  # refused: nothing was sent, so nothing can have landed
     assert TOKEN not in str(info.value) and TOKEN not in repr(client)
+
+
+def test_a_create_whose_answer_is_lost_or_gateway_failed_is_not_sent_twice(
+    server: Scripted,
+) -> None:
+    sleeps: list[float] = []
+    for status in (502, 504):
+        server.queue = [(status, {})]
+        with pytest.raises(TransientError):
+            _client(server.root_url, sleeps).request("POST", "/", _obj, {})
+        assert sleeps == []  # the backend may have acted: the caller looks before resending
+    server.queue = [(503, {}), (429, {})]  # refused without acting: sent again
+    assert _client(server.root_url, sleeps).request("POST", "/", _obj, {}) == {"ok": True}
+    assert len(sleeps) == 2
 
 
 def test_parse_hook_can_ask_for_another_try(server: Scripted) -> None:

@@ -177,6 +177,29 @@ def test_create_with_same_token_is_idempotent(
     provider.terminate(first.id)
 
 
+@pytest.mark.parametrize("status", [0, 502, 504], ids=["answer-lost", "bad-gateway", "timeout"])
+def test_a_deploy_whose_answer_is_lost_is_found_not_sent_twice(
+    provider: RunPodProvider, fake: FakeRunPod, offer: Offer, status: int
+) -> None:
+    # RunPod made the pod, then the answer never came back (or a gateway failed it): a
+    # blind retry would make a second, billing pod. The pod is found by its token.
+    fake.after_deploy = [status]
+    req = ProviderContract().request(offer)
+    inst = provider.create(req)
+    assert len(fake.pods) == 1 and inst.id in fake.pods
+    assert fake.operations().count("podFindAndDeployOnDemand") == 1
+    provider.terminate(inst.id)
+
+
+def test_a_deploy_that_did_not_land_is_sent_again_after_checking(
+    provider: RunPodProvider, fake: FakeRunPod, offer: Offer
+) -> None:
+    fake.fail_next = ["error_throttled"]  # refused before acting: safe to send again
+    inst = provider.create(ProviderContract().request(offer))
+    assert len(fake.pods) == 1 and inst.id in fake.pods
+    provider.terminate(inst.id)
+
+
 def test_states_follow_the_pod(provider: RunPodProvider, fake: FakeRunPod, offer: Offer) -> None:
     fake.boot_polls = 2
     inst = provider.create(ProviderContract().request(offer))
