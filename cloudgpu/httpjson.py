@@ -6,7 +6,7 @@ reader. It sends one request and retries with exponential backoff through the in
 that creates something) is sent again only when the server cannot have acted on it:
 throttled (429), unavailable (503) or a refused connection; after a gateway error, a
 timeout or a lost answer it may have landed, so the error goes to the caller, who must
-look for what it made (by name or tag) before sending it again. Failures become and turns every failure into a
+look for what it made (by name or tag) before sending it again. Every failure becomes a
 cloudgpu.errors type through hooks the caller supplies, since each API words its errors
 differently. The bearer token goes in the ``Authorization`` header only: this module never
 puts it into a URL, a repr or an exception message. It knows nothing of any provider's
