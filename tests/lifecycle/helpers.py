@@ -94,3 +94,19 @@ def wait_for(pred: Callable[[], bool], timeout: float = 60.0, what: str = "condi
 def local_workspaces(home: Path) -> list[Path]:
     root = home / "data" / "local"
     return sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+class Lines:
+    """An output sink (cloudgpu.lifecycle.output.Sink) that keeps the info lines."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, message: str, *, detail: bool = False) -> None:
+        self.lines.append(message)
+
+    def job_output(self, data: bytes, *, stderr: bool = False) -> None:
+        pass
+
+    def progress(self, label: str, done: int, total: int) -> None:
+        pass

@@ -37,7 +37,7 @@ from cloudgpu.provider import (
 from cloudgpu.remote import LocalMachine
 from cloudgpu.spec.model import Limits
 from cloudgpu.state.store import Store
-from tests.lifecycle.helpers import wait_for
+from tests.lifecycle.helpers import Lines, wait_for
 
 # A watcher as a cloud's would be: it waits for its "metadata" (a file here), then
 # writes the notice where the bootstrap told it to, and exits.
@@ -48,20 +48,6 @@ printf '{"action": "preempt", "time": "%s", "source": "test-metadata"}\\n' "$(ca
 while [ ! -e "$CLOUDGPU_NOTICE_ACK" ]; do sleep 0.1; done
 touch "$METADATA.acked"
 """
-
-
-class Lines:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def info(self, message: str, *, detail: bool = False) -> None:
-        self.lines.append(message)
-
-    def job_output(self, data: bytes, *, stderr: bool = False) -> None:
-        pass
-
-    def progress(self, label: str, done: int, total: int) -> None:
-        pass
 
 
 def _gone(pid: int) -> bool:

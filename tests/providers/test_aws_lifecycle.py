@@ -120,26 +120,10 @@ def test_launch_as_subprocess(configured: Path, moto_url: str, cloudgpu_home: Pa
     assert _live_instances(moto_url) == []
 
 
-RESUMABLE = """\
-name: aws-spot
-resources:
-  gpu: A10G
-  spot: true
-  providers: [aws]
-  regions: [us-east-1]
-checkpoint: /nvme/ckpt
-run: |
-  mkdir -p "$CLOUDGPU_CHECKPOINT"
-  step=$(cat "$CLOUDGPU_CHECKPOINT/step" 2>/dev/null || echo 0)
-  echo "starting at step $step"
-  while [ "$step" -lt 30 ]; do
-    step=$((step + 1)); echo "$step" > "$CLOUDGPU_CHECKPOINT/step"; sleep 0.5
-  done
-  echo "done at step $step"
-limits:
-  max_runtime: 5m
-  max_cost: 5
-"""
+RESUMABLE = (
+    "name: aws-spot\nresources:\n  gpu: A10G\n  spot: true\n  providers: [aws]\n"
+    "  regions: [us-east-1]\n" + RESUMABLE_RUN
+)
 
 # DescribeSpotInstanceRequests answers in AWS's shape (see test_aws_faults.py): first
 # fulfilled, then the two-minute interruption notice.
@@ -269,7 +253,7 @@ def test_an_imds_notice_read_over_ssh_reprovisions_and_resumes(
             cloudgpu_home, url_of(network), sshd, scratch, monkeypatch,
             extra=f'imds_endpoint = "{url_of(imds)}"\n',
         )  # fmt: skip
-        job = job_file(tmp_path, RESUMABLE.split("checkpoint:")[0] + RESUMABLE_RUN)
+        job = job_file(tmp_path, RESUMABLE)
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 120))
         notice = {"action": "terminate", "time": when}
         with announce_when_progressed(scratch, lambda: setattr(imds, "action", notice)):

@@ -22,6 +22,7 @@ from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_EXPIRES, TAG_JOB, TAG_OWNER, CreateRequest
 from cloudgpu.spec.model import JobSpec
 from cloudgpu.state.store import Store
+from tests.lifecycle.helpers import Lines
 from tests.providers.aws_fixtures.servers import moto_server
 from tests.providers.aws_fixtures.setup import ec2_client, make_provider, offer, register_dlami
 
@@ -145,26 +146,12 @@ def test_configured_vpc_and_subnet_ids_are_checked(
         _provider(world, paths, tmp_path, subnet_id="10.0.0.0/24")
 
 
-class _Lines:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def info(self, message: str, *, detail: bool = False) -> None:
-        self.lines.append(message)
-
-    def job_output(self, data: bytes, *, stderr: bool = False) -> None:
-        pass
-
-    def progress(self, label: str, done: int, total: int) -> None:
-        pass
-
-
 def test_the_lifecycle_fails_over_to_the_zone_with_a_subnet(
     world: dict[str, str], paths: Paths, tmp_path: Path
 ) -> None:
     provider = _provider(world, paths, tmp_path)
     store = Store.open(tmp_path / "state.db")
-    sink = _Lines()
+    sink = Lines()
     deps = Deps(store, lambda _: provider, paths, sink, "tester", connect=lambda *a, **k: None)
     store.add_job("j-1", "j", {}, spec_path="", log_path="", state="provisioning")
     first, second = offer(zone="us-east-1a"), replace(offer(zone="us-east-1b"), price_per_hour=2.0)
