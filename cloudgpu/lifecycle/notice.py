@@ -142,7 +142,11 @@ class NoticeReader:
         (self.on_notice if kind == "N" else self.on_advisory)(at, text)
 
 
-def acknowledge(machine: Machine) -> None:
-    """Tell the watcher the checkpoint is flushed (it may let the cloud go ahead now)."""
+def acknowledge(machine: Machine) -> bool:
+    """Tell the watcher the checkpoint is flushed (it may let the cloud go ahead now).
+    Best effort: without it the cloud still goes ahead at its own time."""
     path = shlex.quote(f"{state_dir(machine)}/{ACK}")
-    machine.run(f": > {path}", timeout=30)
+    try:
+        return machine.run(f": > {path}", timeout=30) == 0
+    except CloudGPUError:
+        return False

@@ -222,3 +222,12 @@ def test_an_inside_notice_trips_the_watcher(tmp_path: Path, paths: Paths) -> Non
     assert w.reason == watch.PREEMPTED and w.stop.is_set()
     assert "from the instance: preempt (aws-imds, terminate) (in 30 s)" in w.detail
     json.dumps(w.detail)  # a plain string for the event log
+
+
+def test_acknowledge_is_best_effort(tmp_path: Path) -> None:
+    """No watcher state on the instance (or a broken connection): no exception, the cloud
+    simply goes ahead at its own time."""
+    m = LocalMachine(tmp_path / "ws")
+    assert notice.acknowledge(m) is False  # .cloudgpu/ was never made there
+    Path(state_dir(m)).mkdir(parents=True)
+    assert notice.acknowledge(m) is True and (Path(state_dir(m)) / notice.ACK).exists()
