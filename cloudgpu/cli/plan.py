@@ -20,7 +20,7 @@ from cloudgpu.catalog import GpuRegistry, Offer, load_catalog, load_registry
 from cloudgpu.cli.context import get_app
 from cloudgpu.cli.sources import choose, run_history, startup_history
 from cloudgpu.errors import ConfigError
-from cloudgpu.planner import OBJECTIVES, Candidate, Plan
+from cloudgpu.planner import OBJECTIVES, Candidate, Plan, resolve_framework
 from cloudgpu.planner import plan as make_plan
 from cloudgpu.planner.choose import nothing_fits
 from cloudgpu.scaffold import job_file_for
@@ -195,7 +195,11 @@ def render_plan(p: Plan, limit: int) -> str:
     if w is not None:
         arch = w.arch
         note = " (shape inferred from params)" if arch.inferred else ""
-        out.append(f"workload: {w.kind} {arch.name}, {arch.total_params / 1e9:.2f}B params{note}")
+        fw = resolve_framework(w.framework, w.kind).name
+        how = f"framework {fw}" + (" (default for the kind)" if w.framework == "auto" else "")
+        out.append(
+            f"workload: {w.kind} {arch.name}, {arch.total_params / 1e9:.2f}B params{note}; {how}"
+        )
     if p.candidates:
         out += render_candidates(p.candidates[:limit])
         out += _best_notes(p.candidates[0])

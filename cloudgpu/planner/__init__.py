@@ -9,6 +9,7 @@ in; the planner never loads a catalog or opens a store itself.
 """
 
 from cloudgpu.planner.calibrate import Calibration, RunHistory
+from cloudgpu.planner.frameworks import resolve as resolve_framework
 from cloudgpu.planner.models import ModelArch, arch_from_params, known_models, lookup_model
 from cloudgpu.planner.overhead import StartupHistory
 from cloudgpu.planner.rank import OBJECTIVES, Candidate, Plan, plan, workload_of
@@ -28,5 +29,6 @@ __all__ = [
     "lookup_model",
     "parse_workload",
     "plan",
+    "resolve_framework",
     "workload_of",
 ]
