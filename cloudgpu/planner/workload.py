@@ -52,7 +52,6 @@ expected form. This module only parses; it must not estimate anything.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +65,7 @@ from cloudgpu.planner.models import (
     lookup_model,
     with_params,
 )
+from cloudgpu.spec import units
 from cloudgpu.spec.schema import (
     ARCH,
     CHECKPOINTING,
@@ -129,44 +129,20 @@ ARCH_KEYS = tuple(ARCH)
 _KNOWN_KEYS = frozenset(WORKLOAD.keys)
 
 
-_SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
-_BYTES = {
-    "": 1,
-    "B": 1,
-    "KB": 1e3,
-    "MB": 1e6,
-    "GB": 1e9,
-    "TB": 1e12,
-    "PB": 1e15,
-    "KIB": 2**10,
-    "MIB": 2**20,
-    "GIB": 2**30,
-    "TIB": 2**40,
-}
-
-
 def parse_count(value: Any, key: str) -> float:
-    """``2B``, ``500M``, ``1.5T``, ``8e9`` or a number."""
-    if isinstance(value, bool):
-        raise ConfigError(f"workload.{key}: expected a count such as 2B or 500M, got {value}")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ConfigError(f"workload.{key}: must not be negative")
-        return float(value)
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([KMBGT]?)\s*", str(value), re.I)
-    if not m:
-        raise ConfigError(f"workload.{key}: expected a count such as 2B or 500M, got '{value}'")
-    return float(m.group(1)) * _SUFFIX[m.group(2).upper()]
+    """``2B``, ``500M``, ``1.5T``, ``8e9`` or a number (the job file's one grammar)."""
+    try:
+        return units.parse_amount(value)
+    except ValueError as exc:
+        raise ConfigError(f"workload.{key}: {exc}") from exc
 
 
 def parse_bytes(value: Any, key: str) -> float:
     """``200GB``, ``1.5TB``, ``110KB``, ``512MiB`` or a number of bytes."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGTP]?I?B?)\s*", str(value), re.I)
-    if not m or m.group(2).upper() not in _BYTES:
-        raise ConfigError(f"workload.{key}: expected a size such as 200GB or 110KB, got '{value}'")
-    return float(m.group(1)) * _BYTES[m.group(2).upper()]
+    try:
+        return units.parse_bytes(value)
+    except ValueError as exc:
+        raise ConfigError(f"workload.{key}: {exc}") from exc
 
 
 def _int(raw: Mapping[str, Any], key: str, default: int, minimum: int = 1) -> int:
