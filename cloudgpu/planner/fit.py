@@ -112,6 +112,26 @@ def _accum(w: Workload, dp: int, mb: int) -> int:
     return w.grad_accum or max(1, math.ceil(global_batch(w) / (dp * mb)))
 
 
+def _layout(
+    w: Workload, shape: Shape, tp: int, pp: int, sharding: str, ckpt: str, mb: int = 1
+) -> Layout:
+    """One training layout of ``w`` on ``shape`` (built directly: the search makes many)."""
+    dp = max(1, shape.n_gpus // (tp * pp * w.context_parallel))
+    return Layout(
+        shape.gpus_per_node,
+        shape.num_nodes,
+        tp,
+        sharding,
+        ckpt,
+        w.optimizer,
+        0,
+        pp,
+        mb,
+        _accum(w, dp, mb),
+        w.context_parallel,
+    )
+
+
 def _shape_error(w: Workload, shape: Shape) -> str:
     if w.training and w.tensor_parallel and shape.gpus_per_node % w.tensor_parallel:
         return f"tensor_parallel {w.tensor_parallel} does not divide {shape.gpus_per_node} GPUs"
@@ -168,13 +188,8 @@ class _Search:
     def lower_bound(self, lay: Layout) -> float:
         """Hours with perfect scaling: what no layout with this recomputation can beat."""
         assert self.spec is not None
-        ideal = replace(
-            lay,
-            gpus_per_node=1,
-            num_nodes=1,
-            tensor_parallel=1,
-            pipeline_parallel=1,
-            context_parallel=1,
+        ideal = Layout(
+            1, 1, 1, lay.sharding, lay.checkpointing, lay.optimizer, 0, 1, lay.micro_batch
         )
         return train_time(self.w, ideal, self.spec).compute_hours / self.shape.n_gpus
 
@@ -203,37 +218,26 @@ def _feasible(s: _Search) -> bool:
         for tp in _tensors(w, shape):
             dp = max(1, shape.n_gpus // (tp * pp * w.context_parallel))
             sharding = w.sharding if w.sharding != "auto" else ("zero3" if dp > 1 else "ddp")
-            mb = _micro_batches(w, dp)[0]
-            lay = Layout(shape.gpus_per_node, shape.num_nodes, tp, sharding, ckpt, w.optimizer)
-            lay = replace(
-                lay,
-                pipeline_parallel=pp,
-                micro_batch=mb,
-                grad_accum=_accum(w, dp, mb),
-                context_parallel=w.context_parallel,
-            )
+            lay = _layout(w, shape, tp, pp, sharding, ckpt, _micro_batches(w, dp)[0])
             found = s.fits(lay) or found
     return found
 
 
 def _search_training(s: _Search) -> None:
     w, shape = s.w, s.shape
-    gpn, nodes = shape.gpus_per_node, shape.num_nodes
     if not _feasible(s):
         return
     for ckpt, tp, pp in _train_groups(w, shape):
         if s.done:
             return
         dp = max(1, shape.n_gpus // (tp * pp * w.context_parallel))
-        base = Layout(gpn, nodes, tp, "ddp", ckpt, w.optimizer, 0, pp)
-        base = replace(base, context_parallel=w.context_parallel)
-        if s.best is not None and s.lower_bound(base) >= s.best[0]:
+        if s.best is not None and s.lower_bound(_layout(w, shape, 1, 1, "ddp", ckpt)) >= s.best[0]:
             continue
         shardings = (w.sharding,) if w.sharding != "auto" else SHARDINGS
         if dp == 1 and w.sharding == "auto":
             shardings = ("ddp",)  # nothing to shard over
         for sharding in shardings:  # the least sharded that fits dominates the rest
-            fitting = _fitting(s, w, dp, replace(base, sharding=sharding))
+            fitting = _fitting(s, w, shape, dp, (tp, pp, sharding, ckpt))
             if fitting:
                 timed = fitting if (sharding == "zero3" or pp > 1) else fitting[-1:]
                 for lay in timed:
@@ -241,24 +245,14 @@ def _search_training(s: _Search) -> None:
                 break
 
 
-def _fitting(s: _Search, w: Workload, dp: int, head: Layout) -> list[Layout]:
-    """The layouts that fit, ascending micro-batch: memory only grows with it."""
+def _fitting(
+    s: _Search, w: Workload, shape: Shape, dp: int, group: tuple[int, int, str, str]
+) -> list[Layout]:
+    """The layouts of one group that fit, ascending micro-batch: memory only grows."""
+    tp, pp, sharding, ckpt = group
     out = []
-    h = head
     for mb in _micro_batches(w, dp):
-        lay = Layout(
-            h.gpus_per_node,
-            h.num_nodes,
-            h.tensor_parallel,
-            h.sharding,
-            h.checkpointing,
-            h.optimizer,
-            0,
-            h.pipeline_parallel,
-            mb,
-            _accum(w, dp, mb),
-            h.context_parallel,
-        )
+        lay = _layout(w, shape, tp, pp, sharding, ckpt, mb)
         if not s.fits(lay):
             break
         out.append(lay)
