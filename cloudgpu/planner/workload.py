@@ -177,16 +177,23 @@ def _positive(raw: Mapping[str, Any], key: str) -> float:
 
 
 def _framework(raw: Mapping[str, Any], kind: str) -> str:
+    """The framework named (case, - and _ forgiven, as the schema's loose choice)."""
     names = framework_names(training=kind != "inference")
-    value = str(raw.get("framework", "auto")).strip().lower().replace("_", "-")
-    if value == "auto" or value in names:
-        return value
+    value = str(raw.get("framework", "auto")).strip().lower()
+    key = value.replace("-", "").replace("_", "")
+    for name in ("auto", *names):
+        if key == name.replace("-", ""):
+            return name
     what = "serving" if kind == "inference" else "training"
-    wrong = value in framework_names(training=kind == "inference")
+    other = {n.replace("-", "") for n in framework_names(training=kind == "inference")}
     raise ConfigError(
         f"workload.framework: expected auto or a {what} framework ({' | '.join(names)}), got "
         f"'{value}'"
-        + (f" (a {'training' if what == 'serving' else 'serving'} framework)" if wrong else "")
+        + (
+            f" (a {'training' if what == 'serving' else 'serving'} framework)"
+            if key in other
+            else ""
+        )
     )
 
 
