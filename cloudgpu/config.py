@@ -65,6 +65,13 @@ class Config:
         table = self.data.get(name, {})
         return table if isinstance(table, dict) else {}
 
+    def seconds(self, section: str, key: str, default: float) -> float:
+        """A positive number of seconds from ``[section] key`` (e.g. launch.ssh_timeout)."""
+        value = self.section(section).get(key, default)
+        if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
+            raise ConfigError(f"{self.source}: {section}.{key}: expected seconds > 0")
+        return float(value)
+
 
 def load_config(path: Path) -> Config:
     """Read ``path``; a missing file is an empty config, a broken one a ConfigError."""

@@ -17,13 +17,14 @@ from typing import Any
 import click
 
 from cloudgpu.cli.context import App, get_app
-from cloudgpu.cli.jobs import complete_job, lifecycle_deps
+from cloudgpu.cli.jobs import complete_job, lifecycle_deps, provider_caps
+from cloudgpu.costs import billing
 from cloudgpu.errors import CloudGPUError, ConfigError, ProviderError
 from cloudgpu.lifecycle import states
 from cloudgpu.lifecycle.deps import Deps
 from cloudgpu.lifecycle.down import down_job, find_orphans, purge_job, remove_orphans
 from cloudgpu.lifecycle.output import PREFIX
-from cloudgpu.provider import Provider
+from cloudgpu.provider import Capabilities, Provider
 from cloudgpu.state.store import InstanceRecord, JobRecord, Store
 
 
@@ -139,8 +140,9 @@ def _purge(app: App, store: Store, job: JobRecord, yes: bool, as_json: bool) -> 
     """Say what may still bill, confirm, then drop the records (no provider call)."""
     now = time.time()
     live = store.instances(job.id, live_only=True)
-    billing = [_may_bill(r, now) for r in live]
-    for b in billing:
+    caps_of = provider_caps(app)
+    bills = [_may_bill(r, now, caps_of(r.provider)) for r in live]
+    for b in bills:
         click.echo(
             f"may still bill: {b['provider']} {b['provider_id'] or '(id never recorded)'} "
             f"{b['instance_type']} in {b['region'] or '?'} at ${b['price_per_hour']:.4f}/h, "
@@ -148,18 +150,18 @@ def _purge(app: App, store: Store, job: JobRecord, yes: bool, as_json: bool) -> 
             f"{b['provider']} console and delete it there",
             err=True,
         )
-    if billing and not yes:
+    if bills and not yes:
         if not sys.stdin.isatty():
             raise ConfigError("--purge forgets instances that may still bill: confirm with --yes")
-        click.confirm(f"Forget {len(billing)} instance record(s) of {job.id}?", abort=True)
+        click.confirm(f"Forget {len(bills)} instance record(s) of {job.id}?", abort=True)
     purge_job(lifecycle_deps(app, store), job)
     if as_json:
-        click.echo(json.dumps({"purged": job.id, "may_still_bill": billing}, indent=2))
+        click.echo(json.dumps({"purged": job.id, "may_still_bill": bills}, indent=2))
     else:
-        click.echo(f"{job.id}: purged ({len(billing)} instance record(s) dropped)")
+        click.echo(f"{job.id}: purged ({len(bills)} instance record(s) dropped)")
 
 
-def _may_bill(rec: InstanceRecord, now: float) -> dict[str, Any]:
+def _may_bill(rec: InstanceRecord, now: float, caps: Capabilities) -> dict[str, Any]:
     hours = max(0.0, now - rec.launched_at) / 3600 if rec.launched_at else 0.0
     return {
         "provider": rec.provider,
@@ -168,7 +170,7 @@ def _may_bill(rec: InstanceRecord, now: float) -> dict[str, Any]:
         "region": rec.region,
         "price_per_hour": rec.price_per_hour,
         "hours": round(hours, 3),
-        "estimated_cost": round(rec.price_per_hour * hours, 4),
+        "estimated_cost": round(billing.instance_cost(rec, now, caps), 4),
     }
 
 

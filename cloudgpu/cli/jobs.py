@@ -20,12 +20,14 @@ from click.shell_completion import CompletionItem
 from cloudgpu import remote
 from cloudgpu.cli import style
 from cloudgpu.cli.context import App, get_app
+from cloudgpu.costs import billing
 from cloudgpu.errors import CloudGPUError, ConfigError, StateError
 from cloudgpu.lifecycle import states
 from cloudgpu.lifecycle.collect import instance_of
-from cloudgpu.lifecycle.deps import Deps
+from cloudgpu.lifecycle.deps import Deps, build_deps
 from cloudgpu.lifecycle.output import PREFIX
 from cloudgpu.lifecycle.reaper import ACTIVITY
+from cloudgpu.provider import Capabilities
 from cloudgpu.sshkeys import ensure_keypair
 from cloudgpu.state.store import InstanceRecord, JobRecord, Store
 
@@ -45,15 +47,7 @@ class _EchoSink:
 
 
 def lifecycle_deps(app: App, store: Store) -> Deps:
-    return Deps(
-        store=store,
-        provider=app.registry.get,
-        paths=app.paths,
-        sink=_EchoSink(),
-        owner=store.owner_id(),
-        connect=remote.connect,
-        env=app.env,
-    )
+    return build_deps(store=store, registry=app.registry, sink=_EchoSink())
 
 
 def complete_job(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
@@ -81,23 +75,32 @@ def complete_job(ctx: click.Context, param: click.Parameter, incomplete: str) ->
 # -- status ------------------------------------------------------------------------------
 
 
-def job_cost(store: Store, job: JobRecord, now: float) -> float:
-    """Recorded spend plus per-second accrual of live instances (store only)."""
-    total = sum(s.cost for s in store.spend(job_id=job.id))
-    for rec in store.instances(job.id, live_only=True):
-        if rec.launched_at is not None:
-            total += rec.price_per_hour * max(0.0, now - rec.launched_at) / 3600
-    return total
+def provider_caps(app: App) -> billing.CapsOf:
+    """Capabilities by provider name, from the plugin's class (imported, never called: a
+    status stays a store read); an uninstalled plugin bills per second."""
+    seen: dict[str, Capabilities] = {}
+
+    def caps_of(name: str) -> Capabilities:
+        if name not in seen:
+            try:
+                seen[name] = app.registry.provider_class(name).capabilities
+            except (CloudGPUError, ImportError):
+                seen[name] = Capabilities()
+        return seen[name]
+
+    return caps_of
 
 
-def job_dict(store: Store, job: JobRecord, now: float, events: bool = False) -> dict[str, Any]:
+def job_dict(
+    store: Store, job: JobRecord, now: float, caps_of: billing.CapsOf, events: bool = False
+) -> dict[str, Any]:
     d: dict[str, Any] = {
         "id": job.id,
         "name": job.name,
         "state": job.state,
         "provider": job.provider,
         "instance_type": job.instance_type,
-        "cost": round(job_cost(store, job, now), 6),
+        "cost": round(billing.job_cost(store, job.id, now, caps_of).total, 6),
         "exit_code": job.exit_code,
         "error": job.error,
         "log": job.log_path,
@@ -131,7 +134,8 @@ def status(job: str | None, as_json: bool) -> None:
     store = get_app().store()
     now = time.time()
     jobs = [store.find_job(job)] if job else store.jobs()
-    rows = [job_dict(store, j, now, events=bool(job)) for j in jobs]
+    caps_of = provider_caps(get_app())
+    rows = [job_dict(store, j, now, caps_of, events=bool(job)) for j in jobs]
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

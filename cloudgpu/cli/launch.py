@@ -23,16 +23,15 @@ from typing import Any
 
 import click
 
-from cloudgpu import remote
 from cloudgpu.catalog.offer import Offer, describe_offer
 from cloudgpu.cli.context import App, get_app
-from cloudgpu.cli.jobs import job_dict
+from cloudgpu.cli.jobs import job_dict, provider_caps
 from cloudgpu.cli.plan import offer_json
 from cloudgpu.cli.sources import choose
 from cloudgpu.errors import CloudGPUError, ConfigError
 from cloudgpu.lifecycle import detach, states
 from cloudgpu.lifecycle.collect import COLLECT_GRACE_S, OutputsNotCollected
-from cloudgpu.lifecycle.deps import Deps
+from cloudgpu.lifecycle.deps import build_deps
 from cloudgpu.lifecycle.launch import create_job, new_job_id
 from cloudgpu.lifecycle.output import PREFIX, JobLog
 from cloudgpu.lifecycle.provision import Retry
@@ -208,7 +207,7 @@ def launch(job_file: str, foreground_of: str | None, **flags: Any) -> None:
         rc = _run(app, job, job_id, offers, log_path, opts, terminal=True)
     finally:
         if opts.as_json:  # the outcome, success or not, before any error line
-            doc = job_dict(store, store.job(job_id), time.time())
+            doc = job_dict(store, store.job(job_id), time.time(), provider_caps(app))
             click.echo(json.dumps({"job_id": job_id, **doc, **_follow(job_id, log_path)}))
     if rc:
         sys.exit(rc)
@@ -286,16 +285,7 @@ def _run(
     keep = opts.keep
     # With an instance up, a write waits out another process's lock rather than fail.
     store = app.store(lock_wait_s=LIFECYCLE_LOCK_WAIT_S)
-    deps = Deps(
-        store=store,
-        provider=app.registry.get,
-        paths=app.paths,
-        sink=sink,
-        owner=store.owner_id(),
-        connect=remote.connect,
-        env=app.env,
-        ssh_timeout=_seconds(app, "ssh_timeout", 300),
-    )
+    deps = build_deps(store=store, registry=app.registry, sink=sink)
     try:
         with teardown_on_signals() as signals:
             options = LaunchOptions(
@@ -325,15 +315,13 @@ def _run(
 
 
 def _seconds(app: App, key: str, default: float) -> float:
-    """A ``[launch]`` setting in seconds: ssh_timeout (how long a new instance may take to
-    answer SSH), deadline_grace (past max_runtime before the instance-side deadline),
-    retry_backoff (the first wait between rounds of --retry-until-up), default_deadline
-    (the instance-side deadline of a job without max_runtime), collect_grace (how long an
-    instance holding uncollected outputs is kept)."""
-    value = app.config.section("launch").get(key, default)
-    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
-        raise ConfigError(f"{app.config.source}: launch.{key}: expected seconds > 0")
-    return float(value)
+    """A ``[launch]`` setting in seconds: deadline_grace (past max_runtime before the
+    instance-side deadline), retry_backoff (the first wait between rounds of
+    --retry-until-up), default_deadline (the instance-side deadline of a job without
+    max_runtime), collect_grace (how long an instance holding uncollected outputs is
+    kept); ssh_timeout (how long a new instance may take to answer SSH) is read by
+    build_deps."""
+    return app.config.seconds("launch", key, default)
 
 
 def max_preemptions(app: App) -> int:

@@ -17,13 +17,12 @@ from pathlib import Path
 
 import click
 
-from cloudgpu import remote
 from cloudgpu.catalog.offer import Offer, describe_offer
 from cloudgpu.cli.context import App, get_app
 from cloudgpu.cli.plan import offer_json
 from cloudgpu.cli.sources import choose, startup_history
 from cloudgpu.errors import ConfigError
-from cloudgpu.lifecycle.deps import Deps
+from cloudgpu.lifecycle.deps import build_deps
 from cloudgpu.lifecycle.output import JobLog
 from cloudgpu.planner.overhead import StartupHistory
 from cloudgpu.provider import Provider
@@ -71,15 +70,8 @@ def make_runners(app: App, repo: str, store: Store | None = None) -> Runners:
     cfg = _settings(app)
     store = store or app.store()
     app.paths.ensure()
-    deps = Deps(
-        store=store,
-        provider=app.registry.get,
-        paths=app.paths,
-        sink=JobLog(app.paths.logs_dir / f"runner-{repo_owner_tag(repo)}.log", terminal=True),
-        owner=repo_owner_tag(repo),
-        connect=remote.connect,
-        env=app.env,
-    )
+    sink = JobLog(app.paths.logs_dir / f"runner-{repo_owner_tag(repo)}.log", terminal=True)
+    deps = build_deps(store=store, registry=app.registry, sink=sink, owner=repo_owner_tag(repo))
     history = StartupHistory.from_store(store)
     source = RunnerSource(
         url=_opt(cfg.get("runner_url")),

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 from cloudgpu.config import load_config
 from cloudgpu.errors import CloudGPUError
 from cloudgpu.lifecycle import states
-from cloudgpu.lifecycle.deps import Deps
+from cloudgpu.lifecycle.deps import Deps, build_deps
 from cloudgpu.lifecycle.down import down_job
 from cloudgpu.lifecycle.output import JobLog
 from cloudgpu.paths import default_paths
 from cloudgpu.registry import Registry
-from cloudgpu.remote import connect
 from cloudgpu.state.store import Store
 
 ACTIVITY = "activity"
@@ -64,8 +62,7 @@ def main(argv: list[str]) -> int:
     store = Store.open(paths.state_db)
     job = store.job(job_id)
     sink = JobLog(paths.logs_dir / f"{job_id}.log", terminal=False)
-    owner = store.owner_id()
-    deps = Deps(store, registry.get, paths, sink, owner, connect, clock=time.time, env=env)
+    deps = build_deps(store=store, registry=registry, sink=sink)
     try:
         reap(deps, job.id, idle_s, until)
     except CloudGPUError as exc:

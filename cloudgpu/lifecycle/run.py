@@ -25,8 +25,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cloudgpu.catalog.offer import Offer
+from cloudgpu.costs import billing
 from cloudgpu.errors import CloudGPUError, JobError, LimitExceeded, ProviderError, RemoteError
-from cloudgpu.lifecycle import billing, metrics, notice, states, watch
+from cloudgpu.lifecycle import metrics, notice, states, watch
 from cloudgpu.lifecycle.batch import batch_job, run_batch
 from cloudgpu.lifecycle.bootstrap import INSTANCE_ENV, bootstrap
 from cloudgpu.lifecycle.checkpoint import Syncer
@@ -90,7 +91,7 @@ class JobRun:
         self.offers = list(offers)
         self.opts = options or LaunchOptions()
         self.started_at = deps.clock()
-        self.phase = states.PENDING
+        self.phase: str = states.PENDING
         self.held_until: float | None = None  # kept for `down --collect` until then
         self.key_file, self.public_key = ensure_keypair(deps.paths.keys_dir)
         self.ckpt_local = checkpoint_dir(deps.paths.data_dir, job_id)
@@ -105,9 +106,7 @@ class JobRun:
         if live is None:
             return self.spent
         launched, price, caps = live
-        return self.spent + billing.cost(
-            price, billing.billed_seconds(launched, self.deps.clock(), caps)
-        )
+        return self.spent + billing.charge(price, launched, self.deps.clock(), caps)
 
     def state(self, state: str, **fields: object) -> None:
         self.phase = state

@@ -7,36 +7,73 @@ jobs that are not live. Reads and writes nothing itself.
 
 from __future__ import annotations
 
+import enum
 import os
 
 from cloudgpu.state.store import JobRecord
 
-# Job states, in lifecycle order.
-PENDING = "pending"
-PROVISIONING = "provisioning"
-BOOTSTRAPPING = "bootstrapping"
-STAGING = "staging"
-SETUP = "setup"
-RUNNING = "running"
-COLLECTING = "collecting"
-TEARING_DOWN = "tearing_down"
-# Final states (KEPT: finished, instance intentionally left running).
-SUCCEEDED = "succeeded"
-FAILED = "failed"
-INTERRUPTED = "interrupted"
-STOPPED = "stopped"  # a limit or `cloudgpu down` ended it
-KEPT = "kept"
+
+class JobState(enum.StrEnum):
+    """A job's state, in lifecycle order; stored as its string value."""
+
+    PENDING = "pending"
+    PROVISIONING = "provisioning"
+    BOOTSTRAPPING = "bootstrapping"
+    STAGING = "staging"
+    SETUP = "setup"
+    RUNNING = "running"
+    COLLECTING = "collecting"
+    TEARING_DOWN = "tearing_down"
+    # Final states (KEPT: finished, instance intentionally left running).
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    STOPPED = "stopped"  # a limit or `cloudgpu down` ended it
+    KEPT = "kept"
+
+    @property
+    def active(self) -> bool:
+        return self in ACTIVE
+
+    @property
+    def final(self) -> bool:
+        return self in FINAL
+
+
+class InstanceRecordState(enum.StrEnum):
+    """An instance record's state: the provider's states plus the ones only we know."""
+
+    REQUESTED = "requested"  # recorded, create call not yet answered
+    RUNNING = "running"
+    TERMINATED = "terminated"
+    PREEMPTED = "preempted"
+    PURGED = "purged"  # dropped by `down --purge`: the provider could not be reached
+
+
+# The members under their short names, as the lifecycle writes them (states.FAILED).
+PENDING = JobState.PENDING
+PROVISIONING = JobState.PROVISIONING
+BOOTSTRAPPING = JobState.BOOTSTRAPPING
+STAGING = JobState.STAGING
+SETUP = JobState.SETUP
+RUNNING = JobState.RUNNING
+COLLECTING = JobState.COLLECTING
+TEARING_DOWN = JobState.TEARING_DOWN
+SUCCEEDED = JobState.SUCCEEDED
+FAILED = JobState.FAILED
+INTERRUPTED = JobState.INTERRUPTED
+STOPPED = JobState.STOPPED
+KEPT = JobState.KEPT
 
 ACTIVE = (PENDING, PROVISIONING, BOOTSTRAPPING, STAGING, SETUP, RUNNING, COLLECTING, TEARING_DOWN)
 FINAL = (SUCCEEDED, FAILED, INTERRUPTED, STOPPED)
 
-# Instance states in the store (provider states plus the ones only we know).
-I_REQUESTED = "requested"  # recorded, create call not yet answered
-I_RUNNING = "running"
-I_TERMINATED = "terminated"
-I_PREEMPTED = "preempted"
-I_PURGED = "purged"  # dropped by `down --purge`: the provider could not be reached
-I_LIVE_EXCLUDE = ("terminated", "preempted", "purged")
+I_REQUESTED = InstanceRecordState.REQUESTED
+I_RUNNING = InstanceRecordState.RUNNING
+I_TERMINATED = InstanceRecordState.TERMINATED
+I_PREEMPTED = InstanceRecordState.PREEMPTED
+I_PURGED = InstanceRecordState.PURGED
+I_LIVE_EXCLUDE = (I_TERMINATED, I_PREEMPTED, I_PURGED)
 
 
 def pid_alive(pid: int | None) -> bool:

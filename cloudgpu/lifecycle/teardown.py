@@ -7,8 +7,9 @@ up by its ``cloudgpu-instance`` tag, so a crash mid-create leaves nothing billin
 
 from __future__ import annotations
 
+from cloudgpu.costs import billing
 from cloudgpu.errors import CloudGPUError, ProviderError
-from cloudgpu.lifecycle import billing, states
+from cloudgpu.lifecycle import states
 from cloudgpu.lifecycle.deps import Deps
 from cloudgpu.provider import TAG_INSTANCE
 from cloudgpu.state.store import InstanceRecord
@@ -77,10 +78,6 @@ def teardown_job(deps: Deps, job_id: str) -> list[str]:
 
 
 def job_cost(deps: Deps, job_id: str) -> float:
-    """Spent so far: recorded spend plus what live instances have accrued."""
-    total = sum(s.cost for s in deps.store.spend(job_id=job_id))
-    now = deps.clock()
-    for rec in deps.store.instances(job_id, live_only=True):
-        if rec.state != states.I_REQUESTED:
-            total += billing.accrued(rec, now, deps.provider(rec.provider).capabilities)
-    return total
+    """Spent so far: recorded spend plus what live instances have run up."""
+    caps_of = lambda name: deps.provider(name).capabilities  # noqa: E731
+    return billing.job_cost(deps.store, job_id, deps.clock(), caps_of).total
