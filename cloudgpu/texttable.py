@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TextIO
 
 GAP = "  "
@@ -65,20 +65,24 @@ def render_table(
     right: Collection[int] = (),
     width: int | None = None,
     rule: bool = False,
+    paint: Mapping[int, Callable[[str], str]] | None = None,
 ) -> list[str]:
     """Lines of an aligned table: ``right`` are the right-aligned (numeric, never cut)
-    column indexes, ``width`` the room there is, ``rule`` a dashed line under the header."""
+    column indexes, ``width`` the room there is, ``rule`` a dashed line under the header,
+    ``paint`` colours a column's body cells (after padding, so escapes do not count)."""
+    paint = paint or {}
     natural = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     widths = fit_widths(natural, width, fixed=right)
 
-    def line(cells: Sequence[str]) -> str:
+    def line(cells: Sequence[str], body: bool = True) -> str:
         parts = []
         for i, (cell, w) in enumerate(zip(cells, widths, strict=True)):
             text = cell if i in right else cut(cell, w)
-            parts.append(text.rjust(w) if i in right else text.ljust(w))
+            text = text.rjust(w) if i in right else text.ljust(w)
+            parts.append(paint[i](text) if body and i in paint else text)
         return GAP.join(parts).rstrip()
 
-    out = [line(headers)]
+    out = [line(headers, body=False)]
     if rule:
         out.append(GAP.join("-" * w for w in widths))
     out += [line(r) for r in rows]

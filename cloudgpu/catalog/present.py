@@ -19,6 +19,7 @@ from typing import Any
 from cloudgpu.catalog.catalog import Catalog
 from cloudgpu.catalog.gpus import GpuRegistry, GpuSpec
 from cloudgpu.catalog.offer import Offer
+from cloudgpu.texttable import render_table
 
 FORMATS = ("table", "json", "csv", "markdown")
 
@@ -196,18 +197,10 @@ def _cell(col: Column, rec: dict[str, Any]) -> str:
     return col.fmt(value)
 
 
-def _table(records: Sequence[dict[str, Any]], columns: Sequence[Column]) -> str:
+def _table(records: Sequence[dict[str, Any]], columns: Sequence[Column], width: int | None) -> str:
     cells = [[_cell(c, r) for c in columns] for r in records]
-    widths = [max([len(c.title), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
-
-    def line(values: Sequence[str]) -> str:
-        parts = [
-            v.rjust(w) if c.align_right else v.ljust(w)
-            for v, w, c in zip(values, widths, columns, strict=True)
-        ]
-        return "  ".join(parts).rstrip()
-
-    return "\n".join([line([c.title for c in columns]), *(line(row) for row in cells)])
+    right = {i for i, c in enumerate(columns) if c.align_right}
+    return "\n".join(render_table([c.title for c in columns], cells, right=right, width=width))
 
 
 def _markdown(records: Sequence[dict[str, Any]], columns: Sequence[Column]) -> str:
@@ -241,8 +234,10 @@ def render(
     fmt: str,
     columns: Sequence[Column],
     keys: Sequence[str] | None = None,
+    width: int | None = None,
 ) -> str:
-    """Render records; ``keys`` are the CSV columns (default: every key of the records)."""
+    """Render records; ``keys`` are the CSV columns (default: every key of the records),
+    ``width`` the terminal's (a table narrows its widest text columns to fit)."""
     if fmt == "json":
         return json.dumps(list(records), indent=2)
     if fmt == "csv":
@@ -250,4 +245,4 @@ def render(
         return _csv(records, all_keys)
     if fmt == "markdown":
         return _markdown(records, columns)
-    return _table(records, columns)
+    return _table(records, columns, width)

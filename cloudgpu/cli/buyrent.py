@@ -38,6 +38,7 @@ from cloudgpu.reports.buyrent import buyrent_report
 from cloudgpu.reports.model import Report
 from cloudgpu.reports.offers import source_and_date
 from cloudgpu.reports.render import text_table
+from cloudgpu.texttable import terminal_width
 
 F = Callable[..., Any]
 
@@ -195,6 +196,6 @@ def buy_vs_rent(as_json: bool, **params: Any) -> None:
         for table in report.tables:
             if table.id == table_id:
                 click.echo("")
-                click.echo(text_table(table, width=60))
+                click.echo(text_table(table, width=terminal_width()))
     click.echo("")
     click.echo(f"Data: {report.source}; rent prices observed {report.data_date}.")

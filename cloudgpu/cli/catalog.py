@@ -21,6 +21,7 @@ from cloudgpu.catalog.offer import Offer
 from cloudgpu.cli.context import App, get_app
 from cloudgpu.cli.offers import has_live_prices, split_list, stale_days
 from cloudgpu.errors import CloudGPUError, ConfigError, ProviderError, redact
+from cloudgpu.texttable import render_table, terminal_width
 
 
 @click.group("catalog")
@@ -56,17 +57,24 @@ def info(as_json: bool, stale_days_opt: float | None) -> None:
     if as_json:
         click.echo(json.dumps(records, indent=2))
         return
-    width = max([8, *(len(r["provider"]) for r in records)])
-    click.echo(f"{'PROVIDER':{width}}  {'OFFERS':>6}  {'ORIGIN':8}  OBSERVED    AGE      SOURCE")
+    rows = []
     for r in records:
         age = f"{r['age_days']:.1f} d" + (" STALE" if r["stale"] else "")
-        click.echo(
-            f"{r['provider']:{width}}  {r['offers']:>6}  {r['origin']:8}  "
-            f"{r['observed_at'][:10]}  {age:7}  {r['source']}"
-        )
         skipped = sum(v for k, v in r["skipped"].items() if not k.startswith("kept"))
-        if skipped:
-            click.echo(f"{'':{width}}  {'':>6}  skipped while converting: {skipped} prices/rows")
+        rows.append(
+            [
+                r["provider"],
+                str(r["offers"]),
+                r["origin"],
+                r["observed_at"][:10],
+                age,
+                str(skipped) if skipped else "-",
+                r["source"],
+            ]
+        )
+    headers = ["PROVIDER", "OFFERS", "ORIGIN", "OBSERVED", "AGE", "SKIPPED", "SOURCE"]
+    for line in render_table(headers, rows, right={1, 5}, width=terminal_width()):
+        click.echo(line)
     click.echo(f"cache: {app.paths.catalog_cache}  (stale after {cat.stale_after_days:g} days)")
 
 

@@ -22,6 +22,7 @@ from cloudgpu.catalog.offer import (
 from cloudgpu.catalog.present import SPEC_COLUMNS, render, spec_record
 from cloudgpu.cli.context import get_app
 from cloudgpu.cli.offers import load_for, output_format, split_list
+from cloudgpu.texttable import terminal_width
 
 # gpu -> market -> (price per GPU-hour, provider, stale)
 Cheapest = dict[str, dict[str, tuple[float, str, bool]]]
@@ -93,7 +94,7 @@ def gpus(names: tuple[str, ...], **opts: Any) -> None:
     if opts["free"]:
         records = [r for r in records if r["free_tier"]]
     records.sort(key=lambda r: (r["vendor"], r["family"], -r["memory_gb"], r["name"]))
-    click.echo(render(records, fmt, SPEC_COLUMNS))
+    click.echo(render(records, fmt, SPEC_COLUMNS, width=terminal_width()))
 
 
 def _priced(record: dict[str, Any]) -> bool:

@@ -30,6 +30,7 @@ from cloudgpu.lifecycle.reaper import ACTIVITY
 from cloudgpu.provider import Capabilities
 from cloudgpu.sshkeys import ensure_keypair
 from cloudgpu.state.store import InstanceRecord, JobRecord, Store
+from cloudgpu.texttable import render_table, terminal_width
 
 
 class _EchoSink:
@@ -142,13 +143,22 @@ def status(job: str | None, as_json: bool) -> None:
     if not rows:
         click.echo("no jobs yet: `cloudgpu launch job.yaml`")
         return
-    click.echo(f"{'JOB':<28} {'STATE':<13} {'PROVIDER':<9} {'TYPE':<20} {'COST':>10}  INSTANCES")
-    for r in rows:
-        inst = ", ".join(f"{i['provider_id'] or i['id']}:{i['state']}" for i in r["instances"])
-        click.echo(
-            f"{r['id']:<28} {style.state(r['state'], width=13)} {r['provider'] or '-':<9} "
-            f"{r['instance_type'] or '-':<20} {'$' + format(r['cost'], '.4f'):>10}  {inst or '-'}"
-        )
+    cells = [
+        [
+            r["id"],
+            r["state"],
+            r["provider"] or "-",
+            r["instance_type"] or "-",
+            "$" + format(r["cost"], ".4f"),
+            ", ".join(f"{i['provider_id'] or i['id']}:{i['state']}" for i in r["instances"]) or "-",
+        ]
+        for r in rows
+    ]
+    headers = ["JOB", "STATE", "PROVIDER", "TYPE", "COST", "INSTANCES"]
+    for line in render_table(
+        headers, cells, right={4}, width=terminal_width(), paint={1: style.state}
+    ):
+        click.echo(line)
     for r in rows:
         for e in r.get("events", []):
             stamp = time.strftime("%H:%M:%S", time.localtime(e["ts"]))

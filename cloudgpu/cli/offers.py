@@ -34,6 +34,7 @@ from cloudgpu.catalog.query import (
 from cloudgpu.cli.context import App, get_app
 from cloudgpu.errors import CatalogError, CloudGPUError, ConfigError
 from cloudgpu.provider import Provider
+from cloudgpu.texttable import terminal_width
 
 DEFAULT_LIMIT = 30
 
@@ -237,7 +238,7 @@ def offers(**opts: Any) -> None:
     rows = require_offers(catalog.offers, query, registry, total=catalog.total_offers())
     more = bool(shown) and len(rows) > shown
     records = [offer_record(o, catalog, registry) for o in rows[: shown or None]]
-    click.echo(render(records, fmt, OFFER_COLUMNS, OFFER_KEYS))
+    click.echo(render(records, fmt, OFFER_COLUMNS, OFFER_KEYS, width=terminal_width()))
     if fmt in ("table", "markdown"):
         click.echo(_footer(catalog, records, set(app.registry.names()), more), err=True)
         limits = free_tier_limits(rows)

@@ -25,6 +25,7 @@ from cloudgpu.planner import plan as make_plan
 from cloudgpu.planner.choose import nothing_fits
 from cloudgpu.scaffold import job_file_for
 from cloudgpu.spec.model import GpuRequest, JobSpec, Resources
+from cloudgpu.texttable import render_table, terminal_width
 
 F = Callable[..., Any]
 
@@ -82,18 +83,6 @@ def _num(x: float | None, fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def _table(headers: Sequence[str], rows: list[list[str]], numeric: set[int]) -> list[str]:
-    widths = [max(len(r[i]) for r in [list(headers), *rows]) for i in range(len(headers))]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(
-            c.rjust(w) if i in numeric else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    return [line(headers), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
-
-
 def render_candidates(cands: list[Candidate]) -> list[str]:
     headers = [
         "#",
@@ -126,7 +115,7 @@ def render_candidates(cands: list[Candidate]) -> list[str]:
         ]
         for i, c in enumerate(cands, 1)
     ]
-    return _table(headers, rows, {0, 7, 9, 10, 11})
+    return render_table(headers, rows, right={0, 7, 9, 10, 11}, width=terminal_width(), rule=True)
 
 
 def _workload_reject(c: Candidate) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 
 from cloudgpu.reports.model import Column, Report, Table, format_cell, table_data
 from cloudgpu.reports.svg import render_chart
+from cloudgpu.texttable import render_table
 
 FORMATS = ("html", "md", "csv", "json")
 
@@ -214,24 +215,14 @@ def to_json(report: Report) -> str:
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
 
 
-def text_table(table: Table, width: int = 0) -> str:
-    """A table as aligned plain text for the terminal (same cell text as the HTML)."""
+def text_table(table: Table, width: int | None = None) -> str:
+    """A table as aligned plain text for the terminal (same cell text as the HTML),
+    narrowed to ``width`` (the terminal's) where it would not fit."""
     shown = table.shown()
     head = [c.title for c, _ in shown]
     body = [[cell_text(row, c, a) for c, a in shown] for row in table.rows]
-    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
-    if width:
-        widths = [min(w, width) for w in widths]
-
-    def line(cells: list[str]) -> str:
-        out = []
-        for (c, _), cell, w in zip(shown, cells, widths, strict=True):
-            cell = cell if len(cell) <= w else cell[: w - 1] + "…"
-            out.append(cell.rjust(w) if c.kind in _NUMERIC else cell.ljust(w))
-        return "  ".join(out).rstrip()
-
-    lines = [table.title, line(head), "  ".join("-" * w for w in widths)]
-    lines += [line(cells) for cells in body]
+    right = {i for i, (c, _) in enumerate(shown) if c.kind in _NUMERIC}
+    lines = [table.title, *render_table(head, body, right=right, width=width, rule=True)]
     if table.note:
         lines.append(table.note)
     return "\n".join(lines)
