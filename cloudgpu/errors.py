@@ -144,8 +144,12 @@ _SECRET_PATTERNS = [
         r"([^\s\"',;]+)"
     ),
     re.compile(r"(?i)\bBearer\s+[A-Za-z0-9._~+/=-]+"),
-    # signed object URLs (S3 presigned, GCS V4, Azure SAS): the signature is the secret
-    re.compile(r"(?i)\b(X-Amz-Signature|X-Amz-Security-Token|X-Goog-Signature|sig)(=)([^&\s\"']+)"),
+    # signed object URLs (S3 presigned, GCS V4, Azure SAS): the signature is the secret;
+    # a GCS resumable session URI's upload_id grants the upload by itself
+    re.compile(
+        r"(?i)\b(X-Amz-Signature|X-Amz-Security-Token|X-Goog-Signature|sig|upload_id)(=)"
+        r"([^&\s\"']+)"
+    ),
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
     re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}\b"),
     re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}\b"),

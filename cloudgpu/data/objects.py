@@ -1,7 +1,9 @@
-"""The object and store types shared by the store modules and the pull."""
+"""The object and store types shared by the store modules, the pull and the push."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -23,6 +25,45 @@ class RemoteObject:
     mtime: float | None = None
 
 
+@dataclass(frozen=True)
+class LocalFile:
+    """One file of an instance's tree to upload, as the instance's scan reported it."""
+
+    rel: str
+    size: int
+    mtime: float
+    md5: str  # hex MD5 of the whole file
+    part_size: int
+    parts: tuple[str, ...] = ()  # hex MD5 of each part; () when it goes in one request
+
+    @property
+    def md5_b64(self) -> str:
+        return base64.b64encode(bytes.fromhex(self.md5)).decode()
+
+    def part_length(self, i: int) -> int:
+        return min(self.part_size, self.size - i * self.part_size)
+
+    def multipart_etag(self) -> str:
+        """The ETag S3 gives an object uploaded in exactly these parts."""
+        joined = b"".join(bytes.fromhex(p) for p in self.parts)
+        return f"{hashlib.md5(joined).hexdigest()}-{len(self.parts)}"
+
+    def matches(self, obj: RemoteObject) -> bool:
+        """Whether the store's ``obj`` already holds this file's bytes (same size and
+        checksum); without a checksum to compare, it does not count as the same."""
+        if obj.size != self.size:
+            return False
+        if "md5" in obj.check:
+            return obj.check["md5"] == self.md5
+        if "s3etag" in obj.check:
+            return bool(self.parts) and obj.check["s3etag"] == self.multipart_etag()
+        return False
+
+
+def join_key(prefix: str, rel: str) -> str:
+    return f"{prefix.rstrip('/')}/{rel}" if prefix else rel
+
+
 class Store(Protocol):
     def list_objects(self, src: Source) -> list[RemoteObject]:
         """Every object under ``src`` with its relative path (directory markers left
@@ -35,4 +76,19 @@ class Store(Protocol):
 
     def notes(self) -> list[str]:
         """What the listing noticed (e.g. checksums the store cannot give)."""
+        ...
+
+
+class Destination(Store, Protocol):
+    """A store the instance can upload to (s3, gs, az)."""
+
+    max_parts: int  # most parts one object may have (S3 10,000; Azure 50,000 blocks)
+
+    def sign_put(
+        self, dest: Source, files: Sequence[LocalFile], ttl_s: int
+    ) -> list[dict[str, Any]]:
+        """How the instance uploads each file (cloudgpu/remote/pusher.py's manifest
+        entries: ``how`` put | s3-parts | az-blocks | gcs-resumable, with their URLs,
+        headers and parts); URLs valid ``ttl_s`` seconds, each for one object. Parts a
+        killed upload already sent are marked ``done`` so they are not sent again."""
         ...

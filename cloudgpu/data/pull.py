@@ -10,35 +10,26 @@ The client process never reads an object's bytes. URLs are valid for the staging
 
 from __future__ import annotations
 
-import gzip
-import json
-import os
-import secrets
-import shlex
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from cloudgpu.data import uri
+from cloudgpu.data import instance, uri
 from cloudgpu.data.objects import RemoteObject, Store
 from cloudgpu.data.select import Selector
 from cloudgpu.data.stores import open_store
-from cloudgpu.errors import AuthError, NotFoundError, RemoteError
-from cloudgpu.remote import Machine, ProgressFn
-from cloudgpu.remote import puller as script
+from cloudgpu.errors import NotFoundError
+from cloudgpu.remote import Machine, ProgressFn, scripts
+from cloudgpu.remote import objwire as script
 
-PULLER_SOURCE = Path(script.__file__).read_text(encoding="utf-8")
+PULLER_SOURCE = scripts.source("puller")
 MIN_TTL_S = 900
 MAX_TTL_S = 12 * 3600
 SLOW_BYTES_PER_S = 20e6  # the staging window assumes at least this rate
 DEFAULT_WORKERS = 32
 # Small parts: more streams per large object (a store serves each stream at a limited rate).
 DEFAULT_PART_SIZE = 8 << 20
-STATE_DIR = ".cloudgpu/pull"  # under the instance's NVMe: partials' index, manifests
-MAX_LINE = 1 << 16
 
 
 @dataclass
@@ -137,38 +128,6 @@ def manifest(
     }
 
 
-def puller_command(python: str, manifest_path: str) -> str:
-    """The shell command running the puller on the instance (system python3 preferred,
-    as for the sync agent: version-manager shims cost a start-up each)."""
-    args = f"-c {shlex.quote(PULLER_SOURCE)} pull {shlex.quote(manifest_path)}"
-    if python != "python3":
-        return f"{python} {args}"
-    return f'P=python3; [ -x /usr/bin/python3 ] && P=/usr/bin/python3; exec "$P" {args}'
-
-
-class _Lines:
-    """Splits the puller's stdout into JSON events (bounded: hostile bytes are dropped)."""
-
-    def __init__(self, on_event: Callable[[dict[str, Any]], None]) -> None:
-        self.buf = b""
-        self.on_event = on_event
-        self.last: dict[str, Any] = {}
-
-    def feed(self, data: bytes) -> None:
-        self.buf += data
-        while b"\n" in self.buf:
-            line, self.buf = self.buf.split(b"\n", 1)
-            try:
-                ev = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(ev, dict):
-                self.last = ev
-                self.on_event(ev)
-        if len(self.buf) > MAX_LINE:
-            self.buf = b""
-
-
 def run_puller(
     machine: Machine,
     man: dict[str, Any],
@@ -176,26 +135,13 @@ def run_puller(
     remote_dir: str,
 ) -> tuple[int, dict[str, Any], str]:
     """Copy the manifest over and run the puller; (exit status, last event, stderr)."""
-    name = f"manifest-{secrets.token_hex(8)}.json.gz"
-    with tempfile.TemporaryDirectory(prefix="cloudgpu-pull-") as tmp:
-        local = Path(tmp, name)
-        fd = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(gzip.compress(json.dumps(man).encode(), compresslevel=3))
-        machine.put_file(local, f"{remote_dir}/{name}")
+    path = instance.put_manifest(machine, man, remote_dir)
 
     def event(ev: dict[str, Any]) -> None:
         if progress is not None and ev.get("ev") in ("progress", "done"):
             progress(int(ev.get("done", 0)), int(ev.get("total", 0)))
 
-    lines = _Lines(event)
-    err: list[bytes] = []
-    rc = machine.run(
-        puller_command(getattr(machine, "python", "python3"), f"{remote_dir}/{name}"),
-        on_stdout=lines.feed,
-        on_stderr=lambda b: err.append(b) if sum(map(len, err)) < MAX_LINE else None,
-    )
-    return rc, lines.last, b"".join(err).decode(errors="replace")
+    return instance.run(machine, PULLER_SOURCE, ["pull", path], event)
 
 
 def pull(
@@ -211,8 +157,7 @@ def pull(
 ) -> PullStats:
     """Fetch ``listing`` onto ``machine`` at ``dest`` (an instance path); raise a clear
     error (expired URL, access denied, integrity...) when it fails."""
-    nvme = machine.nvme_path.rstrip("/")
-    state_dir = f"{nvme}/{STATE_DIR}"
+    state_dir = instance.state_dir(machine)
     ttl = staging_ttl(listing.bytes)
     signed_at = clock()
     for attempt in range(2):
@@ -226,7 +171,8 @@ def pull(
         if rc == script.EXIT_EXPIRED and attempt == 0 and clock() - signed_at >= ttl * 0.9:
             signed_at = clock()  # the pull outlived its window: new URLs, resume the rest
             continue
-        raise _failure(listing.source, rc, last, err, ttl)
+        where = f"pulling {listing.source} on the instance"
+        raise instance.failure(where, listing.source.scheme, rc, last, err, ttl)
     raise AssertionError("unreachable")
 
 
@@ -241,27 +187,3 @@ def _stats(ev: Mapping[str, Any], listing: Listing) -> PullStats:
         listed=len(listing.objects),
         excluded=listing.excluded,
     )
-
-
-def _failure(src: uri.Source, rc: int, last: Mapping[str, Any], err: str, ttl: int) -> Exception:
-    msg = str(last.get("message") or (err.strip().splitlines() or [f"exit status {rc}"])[-1])
-    where = f"pulling {src} on the instance"
-    if rc == script.EXIT_EXPIRED:
-        return AuthError(
-            f"{where}: {msg}",
-            provider=src.scheme,
-            hint=f"the URLs were signed for {ttl} s; check the instance's clock, then relaunch "
-            "(the pull resumes where it stopped)",
-        )
-    if rc == script.EXIT_AUTH:
-        return AuthError(
-            f"{where}: {msg}",
-            provider=src.scheme,
-            hint="the signing credentials must be allowed to read these objects",
-        )
-    if rc == script.EXIT_NOTFOUND:
-        return NotFoundError(f"{where}: {msg}", provider=src.scheme)
-    if rc == 127:
-        return RemoteError(f"{where}: python3 is missing on the instance")
-    hint = "relaunch: the pull resumes where it stopped" if rc != script.EXIT_USAGE else None
-    return RemoteError(f"{where}: {msg}", hint=hint)

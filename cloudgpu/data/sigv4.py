@@ -66,7 +66,10 @@ class Presigner:
         *,
         method: str = "GET",
         params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> str:
+        """A presigned URL; ``headers`` (e.g. ``content-md5``) are signed too, so the
+        request must carry them with exactly these values."""
         expires_s = max(1, min(int(expires_s), MAX_EXPIRES_S))
         if self.path_style:
             base = f"{self.endpoint}/{bucket}"
@@ -75,18 +78,21 @@ class Presigner:
             base = f"{sp.scheme}://{bucket}.{sp.netloc}"
         path = urlsplit(base).path + "/" + quote(key, safe="/~")
         host = urlsplit(base).netloc
+        signed = {"host": host, **{k.lower(): v.strip() for k, v in (headers or {}).items()}}
+        names = ";".join(sorted(signed))
         query = {
             **(params or {}),
             "X-Amz-Algorithm": "AWS4-HMAC-SHA256",
             "X-Amz-Credential": f"{self.creds.access_key}/{self.scope}",
             "X-Amz-Date": self.amz_date,
             "X-Amz-Expires": str(expires_s),
-            "X-Amz-SignedHeaders": "host",
+            "X-Amz-SignedHeaders": names,
         }
         if self.creds.token:
             query["X-Amz-Security-Token"] = self.creds.token
         canon_q = "&".join(f"{_q(k)}={_q(v)}" for k, v in sorted(query.items()))
-        canonical = f"{method}\n{path}\n{canon_q}\nhost:{host}\n\nhost\nUNSIGNED-PAYLOAD"
+        canon_h = "".join(f"{k}:{signed[k]}\n" for k in sorted(signed))
+        canonical = f"{method}\n{path}\n{canon_q}\n{canon_h}\n{names}\nUNSIGNED-PAYLOAD"
         digest = hashlib.sha256(canonical.encode()).hexdigest()
         to_sign = f"AWS4-HMAC-SHA256\n{self.amz_date}\n{self.scope}\n{digest}"
         sig = hmac.new(self._key, to_sign.encode(), hashlib.sha256).hexdigest()

@@ -14,10 +14,11 @@ job's declared outputs from the store, the instance from its record).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from cloudgpu.errors import CloudGPUError, RemoteError
+from cloudgpu.data import uri
+from cloudgpu.errors import CloudGPUError, ProviderError, RemoteError
 from cloudgpu.lifecycle.output import Sink
 from cloudgpu.lifecycle.provision import Retry
 from cloudgpu.lifecycle.stage import collect_outputs, local_source
@@ -46,9 +47,13 @@ def collect(
     reconnect: Callable[[], Machine],
     sleep: Callable[[float], None],
     attempts: int = ATTEMPTS,
+    *,
+    env: Mapping[str, str],
 ) -> tuple[Machine, list[str]]:
     """Collect every output, reconnecting between tries; returns the machine (a new
-    connection after a retry) and the outputs the instance did not have."""
+    connection after a retry) and the outputs the instance did not have. ``env`` holds
+    the object-store credentials that sign uploads of outputs bound for a store; a
+    store's refusal counts as a failed try too (the outputs stay on the instance)."""
     backoff = Retry(until=math.inf, first_s=FIRST_WAIT_S, max_s=MAX_WAIT_S)
     last: CloudGPUError | None = None
     for attempt in range(1, attempts + 1):
@@ -64,8 +69,8 @@ def collect(
                 sink.info(f"cannot reach the instance: {exc}")
                 continue
         try:
-            return machine, collect_outputs(machine, job, sink)
-        except RemoteError as exc:
+            return machine, collect_outputs(machine, job, sink, env)
+        except (RemoteError, ProviderError) as exc:
             last = exc
             sink.info(f"collecting outputs failed: {exc}")
     assert last is not None
@@ -74,7 +79,10 @@ def collect(
 
 def where(job: JobSpec) -> str:
     """Where the uncollected outputs are and where they were going, for the message."""
-    return ", ".join(f"{o.src} (for {local_source(job, o.dst)})" for o in job.outputs)
+    return ", ".join(
+        f"{o.src} (for {o.dst if uri.is_remote(o.dst) else local_source(job, o.dst)})"
+        for o in job.outputs
+    )
 
 
 def declared(job: JobRecord) -> JobSpec:

@@ -104,7 +104,9 @@ def _collect_from(deps: Deps, job: JobRecord, inst: Instance) -> str | None:
         return f"not reachable ({exc})"
     deps.sink.info(f"collecting the outputs of {job.id} from {inst.id} first")
     try:
-        machine, _ = collect(machine, spec, deps.sink, connect, deps.sleep, attempts=2)
+        machine, _ = collect(
+            machine, spec, deps.sink, connect, deps.sleep, attempts=2, env=deps.env
+        )
     except RemoteError as exc:
         deps.sink.info(f"outputs of {job.id} not collected: {exc}")
         return str(exc)

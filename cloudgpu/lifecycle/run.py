@@ -322,7 +322,12 @@ class JobRun:
     def _collect(self, machine: Machine, got: Provisioned, rc: int) -> Machine:
         try:
             machine, _ = collect(
-                machine, self.job, self.deps.sink, lambda: self._connect(got), self.deps.sleep
+                machine,
+                self.job,
+                self.deps.sink,
+                lambda: self._connect(got),
+                self.deps.sleep,
+                env=self.deps.env,
             )
             return machine
         except OutputsNotCollected as exc:

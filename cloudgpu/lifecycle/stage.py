@@ -2,8 +2,9 @@
 
 Local directories go through Machine.put_dir (one stream, unchanged files skipped,
 integrity checked). Remote sources (``s3://``, ``gs://``, ``az://``, ``https://``) are
-pulled by the instance itself with URLs this machine signs (cloudgpu.data.pull): their
-bytes never pass through here. Progress goes to the sink.
+pulled by the instance itself with URLs this machine signs (cloudgpu.data.pull), and
+outputs bound for ``s3://``, ``gs://``, ``az://`` are uploaded by the instance itself
+(cloudgpu.data.push): their bytes never pass through here. Progress goes to the sink.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cloudgpu.data import probe as probing
-from cloudgpu.data import pull, uri
+from cloudgpu.data import pull, push, uri
 from cloudgpu.data.select import selector_for
-from cloudgpu.data.stores import open_store
+from cloudgpu.data.stores import open_destination, open_store
 from cloudgpu.errors import ConfigError, RemoteError
 from cloudgpu.lifecycle.output import Sink, human_bytes
 from cloudgpu.remote import Machine, MissingSource, ProgressFn, TransferStats
-from cloudgpu.spec.model import DataItem, JobSpec
+from cloudgpu.spec.model import DataItem, JobSpec, OutputItem
 
 
 def on_instance(machine: Machine, path: str) -> str:
@@ -154,12 +155,22 @@ def restore_checkpoint(machine: Machine, job: JobSpec, local: Path, sink: Sink) 
     sink.info(f"checkpoint restored to {job.checkpoint}: {stats.files_sent} file(s)")
 
 
-def collect_outputs(machine: Machine, job: JobSpec, sink: Sink) -> list[str]:
-    """Bring every output back; return the ones the instance does not have (not fatal).
-    Any other failure raises: the outputs are still there and must not be given up
-    (cloudgpu.lifecycle.collect retries, then keeps the instance)."""
+def collect_outputs(
+    machine: Machine, job: JobSpec, sink: Sink, env: Mapping[str, str]
+) -> list[str]:
+    """Bring every output back (or have the instance upload it to its object store);
+    return the ones the instance does not have (not fatal). Any other failure raises:
+    the outputs are still there and must not be given up (cloudgpu.lifecycle.collect
+    retries, then keeps the instance)."""
     problems = []
     for out in job.outputs:
+        if uri.is_remote(out.dst):
+            try:
+                push_output(machine, out, sink, env)
+            except MissingSource as exc:
+                problems.append(f"{out.src}: {exc}")
+                sink.info(f"output {out.src} not uploaded: {exc}")
+            continue
         dst = local_source(job, out.dst)
         label = f"collecting {out.src} -> {dst}"
         try:
@@ -172,3 +183,29 @@ def collect_outputs(machine: Machine, job: JobSpec, sink: Sink) -> list[str]:
             f"{out.src} -> {dst}: {stats.files_sent} file(s), {human_bytes(stats.bytes_sent)}"
         )
     return problems
+
+
+def push_output(
+    machine: Machine, out: OutputItem, sink: Sink, env: Mapping[str, str]
+) -> push.PushStats:
+    """Have the instance upload one output tree to its object store. Failures other
+    than a missing directory raise: the outputs are still on the instance."""
+    dest = uri.parse(out.dst)
+    store = open_destination(dest, env)
+    stats = push.push(
+        machine,
+        on_instance(machine, out.src),
+        dest,
+        store,
+        progress=bar(sink, f"uploading {out.src} -> {dest}"),
+        hashing=bar(sink, f"checksumming {out.src}"),
+    )
+    for note in stats.notes:
+        sink.info(f"output {out.src}: {note}")
+    resumed = f", {human_bytes(stats.resumed_bytes)} resumed" if stats.resumed_bytes else ""
+    sink.info(
+        f"{out.src} -> {dest}: {stats.objects} object(s) uploaded by the instance "
+        f"({human_bytes(stats.bytes)}{resumed}), {stats.skipped} already there; "
+        f"{human_bytes(stats.bytes_per_s)}/s"
+    )
+    return stats

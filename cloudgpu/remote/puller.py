@@ -5,7 +5,8 @@ GCS V4 signed URL, Azure SAS); this script gets that manifest (gzip JSON, a file
 client copied over SSH and that this script deletes once read) and downloads straight
 onto the instance's disk. No cloud credential is ever on the instance: a URL grants one
 read of one object until it expires. It must import nothing but the standard library and
-never import cloudgpu, so it runs on any stock GPU image (``python3 -c SOURCE ...``).
+nothing of cloudgpu but cloudgpu.remote.objwire (shipped with it as one ``python3 -c``
+program, cloudgpu.remote.scripts), so it runs on any stock GPU image.
 
 ``pull MANIFEST``:
 
@@ -25,52 +26,47 @@ never import cloudgpu, so it runs on any stock GPU image (``python3 -c SOURCE ..
 Object names come from a bucket and are hostile: relative paths are checked again here
 (no ``..``, no absolute paths) and no symlink is followed under the destination.
 
-Exit statuses: 0 ok, 2 usage, 10 access denied, 11 URL expired, 12 not found,
-13 integrity failure, 14 I/O error, 15 network failure.
+Exit statuses: cloudgpu/remote/objwire.py.
 """
 
 from __future__ import annotations
 
 import base64
 import functools
-import gzip
 import hashlib
-import http.client
-import json
 import os
-import queue
-import random
-import re
-import ssl
 import stat
 import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
 
-EXIT_USAGE, EXIT_AUTH, EXIT_EXPIRED, EXIT_NOTFOUND = 2, 10, 11, 12
-EXIT_INTEGRITY, EXIT_IO, EXIT_NET = 13, 14, 15
-CHUNK = 1 << 20
+from cloudgpu.remote.objwire import (
+    CHUNK,
+    EXIT_AUTH,
+    EXIT_EXPIRED,
+    EXIT_INTEGRITY,
+    EXIT_IO,
+    EXIT_NET,
+    EXIT_NOTFOUND,
+    EXIT_USAGE,
+    Counters,
+    Fail,
+    Http,
+    Pool,
+    emit,
+    read_json,
+    read_manifest,
+    run_main,
+    unlink,
+    utc,
+    with_retries,
+    write_json,
+)
+
+__all__ = ["EXIT_AUTH", "EXIT_EXPIRED", "EXIT_NET", "EXIT_NOTFOUND", "EXIT_USAGE", "main"]
 PART_SUFFIX = ".cloudgpu-part"
-RETRIES = 5
-TIMEOUT_S = 60.0
-USER_AGENT = "cloudgpu-puller/1"
-_ERR_CODE = re.compile(rb"<Code>([^<]{1,100})</Code>")
-_ERR_MSG = re.compile(rb"<Message>([^<]{1,300})</Message>")
-
-
-class Fail(Exception):
-    """A failure that ends the pull, with its exit status."""
-
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class Retry(Exception):
-    """A transient failure (connection lost, 5xx, throttled): try again."""
 
 
 # ---------------------------------------------------------------- checksums
@@ -160,112 +156,6 @@ def hash_file(path: str, check: dict[str, Any]) -> str | None:
     return verify(check, h, None)
 
 
-# ---------------------------------------------------------------- HTTP
-
-
-class Http:
-    """One kept-alive connection per (thread, host): small objects cost one round trip."""
-
-    def __init__(self) -> None:
-        self._local = threading.local()
-        self._tls = ssl.create_default_context()
-
-    def _conn(self, scheme: str, netloc: str, fresh: bool) -> http.client.HTTPConnection:
-        conns: dict[tuple[str, str], http.client.HTTPConnection] = self._local.__dict__.setdefault(
-            "conns", {}
-        )
-        key = (scheme, netloc)
-        conn = conns.get(key)
-        if conn is not None and not fresh:
-            return conn
-        if conn is not None:
-            conn.close()
-        if scheme == "https":
-            conn = http.client.HTTPSConnection(netloc, timeout=TIMEOUT_S, context=self._tls)
-        else:
-            conn = http.client.HTTPConnection(netloc, timeout=TIMEOUT_S)
-        conns[key] = conn
-        return conn
-
-    def get(self, url: str, start: int, end: int | None, sink: Callable[[bytes], None]) -> int:
-        """GET bytes ``start..end`` (inclusive; None: to the end) of ``url`` into ``sink``;
-        returns the bytes received. Raises Retry (transient) or Fail."""
-        parts = urlsplit(url)
-        target = parts.path + ("?" + parts.query if parts.query else "")
-        headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
-        if start or end is not None:
-            headers["Range"] = f"bytes={start}-{'' if end is None else end}"
-        conn = self._conn(parts.scheme, parts.netloc, fresh=False)
-        try:
-            try:
-                conn.request("GET", target, headers=headers)
-            except (http.client.HTTPException, OSError):
-                conn = self._conn(parts.scheme, parts.netloc, fresh=True)  # stale keep-alive
-                conn.request("GET", target, headers=headers)
-            resp = conn.getresponse()
-            if resp.status not in (200, 206):
-                body = resp.read(65536)
-                raise _http_error(resp.status, body)
-            if start and resp.status != 206:
-                raise Fail("the store ignored the Range header", EXIT_NET)
-            want = None if end is None else end - start + 1
-            got = 0
-            while block := resp.read(CHUNK):
-                got += len(block)
-                if want is not None and got > want:
-                    raise Fail("the store sent more bytes than asked for", EXIT_NET)
-                sink(block)
-            if want is not None and got != want:
-                raise Retry(f"short read: {got} of {want} bytes")
-            return got
-        except (http.client.HTTPException, OSError) as exc:
-            self._conn(parts.scheme, parts.netloc, fresh=True)
-            if (
-                isinstance(exc, OSError)
-                and not isinstance(exc, ConnectionError | TimeoutError)
-                and exc.errno in (28, 30, 122)  # ENOSPC EROFS EDQUOT: the disk, not the net
-            ):
-                raise Fail(f"disk: {exc.strerror}", EXIT_IO) from exc
-            raise Retry(f"{type(exc).__name__}: {exc}") from exc
-
-
-def _http_error(status: int, body: bytes) -> Exception:
-    code_m, msg_m = _ERR_CODE.search(body), _ERR_MSG.search(body)
-    code = code_m.group(1).decode(errors="replace") if code_m else ""
-    msg = msg_m.group(1).decode(errors="replace") if msg_m else ""
-    if not msg and body[:1] == b"{":
-        try:
-            msg = str(json.loads(body).get("error", {}).get("message", ""))
-        except (ValueError, AttributeError):
-            msg = ""
-    text = f"HTTP {status}" + (f" {code}" if code else "") + (f": {msg}" if msg else "")
-    lowered = (code + " " + msg + " " + body[:2000].decode(errors="replace")).lower()
-    if status in (400, 401, 403) and ("expire" in lowered or "time frame" in lowered):
-        return Fail(f"signed URL expired ({text})", EXIT_EXPIRED)
-    if status in (401, 403):
-        return Fail(f"access denied ({text})", EXIT_AUTH)
-    if status == 404:
-        return Fail(f"not found ({text})", EXIT_NOTFOUND)
-    if status in (408, 429) or status >= 500:
-        return Retry(text)
-    return Fail(text, EXIT_NET)
-
-
-def with_retries(what: str, fn: Callable[[], Any], stop: threading.Event) -> Any:
-    delay = 0.2
-    for attempt in range(RETRIES + 1):
-        if stop.is_set():
-            raise Fail("stopped", EXIT_NET)
-        try:
-            return fn()
-        except Retry as exc:
-            if attempt == RETRIES:
-                raise Fail(f"{what}: {exc} (after {RETRIES} retries)", EXIT_NET) from exc
-            time.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 5.0)
-    raise AssertionError("unreachable")
-
-
 # ---------------------------------------------------------------- files
 
 
@@ -328,21 +218,6 @@ def _open_new(path: str, size: int) -> int:
     return fd
 
 
-def _write_json(path: str, data: Any) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
-
-
-def _read_json(path: str) -> Any:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
 def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
     view = memoryview(data)
     while view:
@@ -354,7 +229,7 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
 
 
 class Pull:
-    """One pull: the queue of work, the counters, the index."""
+    """One pull: the work, the counters, the index."""
 
     def __init__(self, m: dict[str, Any], out: Callable[[dict[str, Any]], None]) -> None:
         self.m = m
@@ -362,56 +237,32 @@ class Pull:
         self.tree = Tree(m["dest"])
         self.http = Http()
         self.part_size = int(m.get("part_size") or 32 << 20)
-        self.stop = threading.Event()
-        self.lock = threading.Lock()
-        self.fail: Fail | None = None
-        self.work: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self.pool = Pool(float(m.get("expires_at") or 0))
+        self.n = Counters()
         os.makedirs(m["state_dir"], exist_ok=True)
         key = hashlib.sha256(self.tree.root.encode()).hexdigest()[:16]
         self.index_path = os.path.join(m["state_dir"], f"index-{key}.json")
-        self.index: dict[str, list[Any]] = _read_json(self.index_path) or {}
-        self.total = self.done = self.resumed = 0
-        self.objects = self.objects_done = self.skipped = self.skipped_bytes = 0
-        self.t0 = time.monotonic()
-
-    # -- counters
-    def advance(self, n: int) -> None:
-        with self.lock:
-            self.done += n
+        self.index: dict[str, list[Any]] = read_json(self.index_path) or {}
 
     def finished(self, obj: dict[str, Any], path: str) -> None:
         mtime = obj.get("mtime")
         if mtime:
             os.utime(path, (mtime, mtime))
         st = os.stat(path)
-        with self.lock:
-            self.objects_done += 1
+        with self.n.lock:
+            self.n.objects_done += 1
             self.index[obj["rel"]] = [st.st_size, st.st_mtime_ns, obj.get("id", "")]
-
-    def progress(self, ev: str = "progress") -> dict[str, Any]:
-        with self.lock:
-            return {
-                "ev": ev,
-                "done": self.done,
-                "total": self.total,
-                "objects_done": self.objects_done,
-                "objects": self.objects,
-                "skipped": self.skipped,
-                "skipped_bytes": self.skipped_bytes,
-                "resumed_bytes": self.resumed,
-                "seconds": round(time.monotonic() - self.t0, 3),
-            }
 
     # -- planning
     def plan(self) -> None:
         for obj in self.m["objects"]:
             path = self.tree.target(obj["rel"])
             if self.present(obj, path):
-                self.skipped += 1
-                self.skipped_bytes += int(obj["size"])
+                self.n.skipped += 1
+                self.n.skipped_bytes += int(obj["size"])
                 continue
-            self.objects += 1
-            self.total += int(obj["size"])
+            self.n.objects += 1
+            self.n.total += int(obj["size"])
             self.schedule(obj, path)
 
     def present(self, obj: dict[str, Any], path: str) -> bool:
@@ -436,7 +287,7 @@ class Pull:
         size = int(obj["size"])
         psize = int(check.get("part_size") or self.part_size)
         if size <= psize and "s3etag" not in check:
-            self.work.put(lambda: self.small(obj, path))
+            self.pool.put(lambda: self.small(obj, path))
             return
         Big(self, obj, path, psize).queue()
 
@@ -454,17 +305,17 @@ class Pull:
                 pos[0] += len(block)
                 if h[0] is not None:
                     h[0].update(block)
-                self.advance(len(block))
+                self.n.advance(len(block))
 
             def attempt() -> None:
                 if pos[0]:  # a retry starts the object over
-                    self.advance(-pos[0])
+                    self.n.advance(-pos[0])
                     pos[0] = 0
                     os.ftruncate(fd, 0)
                     h[0] = new_hash(check)
                 self.http.get(obj["url"], 0, None, sink)
 
-            with_retries(obj["rel"], attempt, self.stop)
+            with_retries(obj["rel"], attempt, self.pool.stop)
             if pos[0] != int(obj["size"]):
                 raise Fail(f"{obj['rel']}: got {pos[0]} of {obj['size']} bytes", EXIT_INTEGRITY)
             bad = verify(check, h[0], None)
@@ -472,60 +323,20 @@ class Pull:
                 raise Fail(f"{obj['rel']}: integrity check failed: {bad}", EXIT_INTEGRITY)
         except BaseException:
             os.close(fd)
-            _unlink(part)
+            unlink(part)
             raise
         os.close(fd)
         os.replace(part, path)
         self.finished(obj, path)
 
-    # -- workers
-    def worker(self) -> None:
-        while True:
-            task = self.work.get()
-            if task is None:
-                return
-            if self.stop.is_set():
-                continue
-            try:
-                task()
-            except Fail as exc:
-                self._failed(exc)
-            except OSError as exc:
-                self._failed(Fail(f"{exc.filename or ''}: {exc.strerror or exc}", EXIT_IO))
-
-    def _failed(self, exc: Fail) -> None:
-        expires = float(self.m.get("expires_at") or 0)
-        if exc.code == EXIT_AUTH and expires and time.time() > expires - 60:
-            # Some stores (Azurite, and Azure without error details) say only "denied"
-            # when a SAS has run out: past the window, that is what it means.
-            exc = Fail(f"signed URL expired at {_utc(expires)}: {exc}", EXIT_EXPIRED)
-        with self.lock:
-            if self.fail is None:
-                self.fail = exc
-        self.stop.set()
-
     def run(self) -> dict[str, Any]:
         self.plan()
-        n = max(1, min(int(self.m.get("workers") or 32), max(self.objects, 1) * 4, 256))
-        threads = [threading.Thread(target=self.worker, daemon=True) for _ in range(n)]
-        for t in threads:
-            t.start()
-        reporter = threading.Thread(target=self.report, daemon=True)
-        reporter.start()
-        for _ in threads:
-            self.work.put(None)
-        for t in threads:
-            t.join()
-        self.stop.set()
-        reporter.join()
-        _write_json(self.index_path, self.index)
-        if self.fail is not None:
-            raise self.fail
-        return self.progress("done")
-
-    def report(self) -> None:
-        while not self.stop.wait(0.25):
-            self.out(self.progress())
+        n = max(1, min(int(self.m.get("workers") or 32), max(self.n.objects, 1) * 4, 256))
+        try:
+            self.pool.run(n, self.n, self.out)
+        finally:
+            write_json(self.index_path, self.index)
+        return self.n.event("done")
 
 
 class Big:
@@ -538,7 +349,7 @@ class Big:
         self.count = max(1, -(-self.size // part_size))
         self.part, self.sidecar = partial_paths(path)
         self.lock = threading.Lock()
-        state = _read_json(self.sidecar)
+        state = read_json(self.sidecar)
         fresh = {"id": obj.get("id", ""), "size": self.size, "part_size": part_size, "md5s": {}}
         if not (
             isinstance(state, dict)
@@ -547,23 +358,23 @@ class Big:
             and os.path.exists(self.part)
         ):
             state = fresh
-            _unlink(self.part)
+            unlink(self.part)
         self.state = state
         self.fd = _open_new(self.part, self.size)
         self.left = {i for i in range(self.count) if str(i) not in state["md5s"]}
         done = sum(self._length(int(i)) for i in state["md5s"])
-        with pull.lock:
-            pull.resumed += done
-            pull.done += done
+        with pull.n.lock:
+            pull.n.resumed += done
+            pull.n.done += done
 
     def _length(self, i: int) -> int:
         return min(self.psize, self.size - i * self.psize)
 
     def queue(self) -> None:
         if not self.left:
-            self.pull.work.put(self.complete)
+            self.pull.pool.put(self.complete)
         for i in sorted(self.left):
-            self.pull.work.put(functools.partial(self.fetch, i))
+            self.pull.pool.put(functools.partial(self.fetch, i))
 
     def fetch(self, i: int) -> None:
         start, length = i * self.psize, self._length(i)
@@ -574,23 +385,24 @@ class Big:
             _pwrite_all(self.fd, block, pos[0])
             pos[0] += len(block)
             md5.update(block)
-            self.pull.advance(len(block))
+            self.pull.n.advance(len(block))
 
         def attempt() -> None:
             nonlocal md5
             if pos[0] != start:
-                self.pull.advance(start - pos[0])
+                self.pull.n.advance(start - pos[0])
                 pos[0] = start
                 md5 = hashlib.md5()
             self.pull.http.get(self.obj["url"], start, start + length - 1, sink)
 
-        with_retries(f"{self.obj['rel']} part {i + 1}/{self.count}", attempt, self.pull.stop)
+        what = f"{self.obj['rel']} part {i + 1}/{self.count}"
+        with_retries(what, attempt, self.pull.pool.stop)
         with self.lock:
             # No fsync: instance NVMe does not survive the machine, and a killed process
             # leaves what it wrote in the page cache, so a part recorded here is on disk.
             self.state["md5s"][str(i)] = md5.hexdigest()
             self.left.discard(i)
-            _write_json(self.sidecar, self.state)
+            write_json(self.sidecar, self.state)
             last = not self.left
         if last:
             self.complete()
@@ -607,65 +419,28 @@ class Big:
                 raise Fail(f"{self.obj['rel']}: integrity check failed: {bad}", EXIT_INTEGRITY)
         except BaseException:
             os.close(self.fd)
-            _unlink(self.part)
-            _unlink(self.sidecar)
+            unlink(self.part)
+            unlink(self.sidecar)
             raise
         os.close(self.fd)
         os.replace(self.part, self.path)
-        _unlink(self.sidecar)
+        unlink(self.sidecar)
         self.pull.finished(self.obj, self.path)
-
-
-def _utc(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-def read_manifest(path: str) -> dict[str, Any]:
-    """Read and delete the manifest: its signed URLs must not outlive the pull on disk."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    finally:
-        _unlink(path)
-    data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    if not isinstance(data, dict) or data.get("version") != 1:
-        raise Fail("unsupported manifest", EXIT_USAGE)
-    return data
-
-
-def _emit(event: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] != "pull":
         sys.stderr.write("usage: puller pull MANIFEST\n")
         return EXIT_USAGE
-    try:
+
+    def body() -> dict[str, Any]:
         manifest = read_manifest(argv[1])
         expires = manifest.get("expires_at")
         if expires and time.time() > float(expires):
-            raise Fail("the signed URLs expired before the pull started", EXIT_EXPIRED)
-        _emit(Pull(manifest, _emit).run())
-    except Fail as exc:
-        _emit({"ev": "error", "code": exc.code, "message": str(exc)})
-        sys.stderr.write(f"{exc}\n")
-        return exc.code
-    except OSError as exc:
-        msg = f"{exc.filename or ''}: {exc.strerror or exc}"
-        _emit({"ev": "error", "code": EXIT_IO, "message": msg})
-        sys.stderr.write(msg + "\n")
-        return EXIT_IO
-    return 0
+            raise Fail(
+                f"the signed URLs expired at {utc(float(expires))}, before the pull started",
+                EXIT_EXPIRED,
+            )
+        return Pull(manifest, emit).run()
 
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    return run_main(body)

@@ -122,10 +122,45 @@ SOURCE = Value(
     "az://ACCOUNT/CONTAINER/PREFIX or https://HOST/PATH",
 )
 LOCAL_DEST_PATTERN = r"^(?![A-Za-z][A-Za-z0-9+.-]*://)[^\x00]*\S[^\x00]*$"
-LOCAL_DEST = text(
-    "local directory (relative to the current directory)",
-    pattern=LOCAL_DEST_PATTERN,
-    form="a local path (object-store outputs are not supported yet)",
+# Outputs may go straight from the instance to an object store (cloudgpu.data.push).
+OUTPUT_SCHEMES = ("s3", "gs", "az")
+REMOTE_DEST_PATTERN = rf"^(?:{'|'.join(OUTPUT_SCHEMES)})://\S+$"
+DEST_FORMS = "a local path, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX or az://ACCOUNT/CONTAINER/PREFIX"
+
+
+def _dest(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        got = "nothing" if value == "" or value is None else shown(value)
+        raise ValueError(f"expected {DEST_FORMS}, got {got}")
+    if len(value) > MAX_TEXT:
+        raise ValueError(f"expected at most {MAX_TEXT} characters, got {len(value):,}")
+    if "\x00" in value:
+        raise ValueError("expected a path without NUL bytes")
+    m = _SCHEME_RE.match(value)
+    if m is None:
+        return value
+    if not re.match(REMOTE_DEST_PATTERN, value):
+        schemes = ", ".join(s + "://" for s in OUTPUT_SCHEMES)
+        raise ValueError(
+            f"outputs cannot go to {m.group(1)}://; expected a local path or {schemes}"
+        )
+    try:
+        uri.parse(value)
+    except ValueError as exc:
+        raise Unchecked(str(exc)) from None
+    return value
+
+
+OUTPUT_DEST = Value(
+    {
+        "anyOf": [
+            {"type": "string", "pattern": LOCAL_DEST_PATTERN, "maxLength": MAX_TEXT},
+            {"type": "string", "pattern": REMOTE_DEST_PATTERN, "maxLength": MAX_TEXT},
+        ]
+    },
+    _dest,
+    "local directory (relative to the current directory), or s3://BUCKET/PREFIX, "
+    "gs://BUCKET/PREFIX, az://ACCOUNT/CONTAINER/PREFIX: uploaded by the instance itself",
 )
 
 # -- resources, limits -------------------------------------------------------------------
@@ -450,9 +485,9 @@ JOB = Block(
         "setup": command("shell run once before `run`"),
         "run": command("the job's command (bash)"),
         "outputs": _copy(
-            nvme_path("instance path to bring back"),
-            LOCAL_DEST,
-            "instance paths brought back after the run",
+            nvme_path("instance directory to bring back"),
+            OUTPUT_DEST,
+            "instance paths brought back (or uploaded to an object store) after the run",
         ),
         "env": ENV,
         "limits": LIMITS,

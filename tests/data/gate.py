@@ -12,9 +12,15 @@ through it. It
   socket belongs to this test process (the client runs in-process through CliRunner,
   the instance-side puller in another process), so a test can assert that the client
   read no object;
-* can cut a response after N bytes (a dropped connection mid-object) or slow it down.
+* checks a PUT's body against its Content-MD5 where the real store does and the
+  emulator does not (S3 and GCS: BadDigest; Azurite checks itself);
+* can cut a response after N bytes (a dropped connection mid-object), slow it down, or
+  hold requests to a path (an upload killed between its parts).
 
-Error shapes: S3 "Request has expired" (403 AccessDenied) and SignatureDoesNotMatch as in
+Error shapes: S3 BadDigest/InvalidDigest (400) as in
+https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html#ErrorCodeList, GCS
+BadDigest (400) as in https://cloud.google.com/storage/docs/xml-api/reference-status;
+S3 "Request has expired" (403 AccessDenied) and SignatureDoesNotMatch as in
 https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html and
 https://docs.aws.amazon.com/AmazonS3/latest/API/sigv4-query-string-auth.html; GCS
 ExpiredToken (400) as in https://cloud.google.com/storage/docs/xml-api/reference-status
@@ -23,6 +29,8 @@ and https://cloud.google.com/storage/docs/access-control/signed-urls.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import calendar
 import hashlib
 import http.client
@@ -48,6 +56,7 @@ class Hit:
     status: int
     body_bytes: int
     from_client: bool  # the peer socket is this test process's own
+    sent_bytes: int = 0  # request body (uploads)
 
 
 @dataclass
@@ -58,6 +67,8 @@ class Gate:
     hits: list[Hit] = field(default_factory=list)
     cut_after: dict[str, int] = field(default_factory=dict)  # path -> bytes, one-shot
     slow: dict[str, float] = field(default_factory=dict)  # path -> seconds per 64 KiB
+    hold: dict[str, float] = field(default_factory=dict)  # path -> seconds before answering
+    check_md5: bool = False  # refuse PUT bodies that do not match their Content-MD5
     url: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -117,7 +128,12 @@ def _handler(gate: Gate) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
             headers = {k.lower(): v for k, v in self.headers.items()}
+            self._sent = len(body)
+            if gate.hold.get(parts.path):
+                time.sleep(gate.hold[parts.path])
             refused = gate.verify(self.command, self.path, query, headers, gate.clock())
+            if refused is None and gate.check_md5 and self.command == "PUT":
+                refused = _digest(headers.get("content-md5"), body)
             if refused is not None:
                 status, err = refused
                 self._reply(status, err, {"Content-Type": "application/xml"}, parts, query)
@@ -170,19 +186,49 @@ def _handler(gate: Gate) -> type[BaseHTTPRequestHandler]:
 
         def _log(self, path: str, query: dict[str, str], status: int, n: int) -> None:
             with gate.lock:
-                gate.hits.append(Hit(self.command, path, query, status, n, self._from_client()))
+                hit = Hit(self.command, path, query, status, n, self._from_client())
+                hit.sent_bytes = getattr(self, "_sent", 0)
+                gate.hits.append(hit)
 
         do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = do_PATCH = _any
 
     return H
 
 
+BAD_DIGEST = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>BadDigest</Code><Message>The '
+    "Content-MD5 you specified did not match what we received.</Message>"
+    "<RequestId>4442587FB7D0A2F9</RequestId><HostId>gate</HostId></Error>"
+)
+INVALID_DIGEST = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InvalidDigest</Code><Message>The '
+    "Content-MD5 you specified is not valid.</Message>"
+    "<RequestId>4442587FB7D0A2F9</RequestId><HostId>gate</HostId></Error>"
+)
+
+
+def _digest(given: str | None, body: bytes) -> tuple[int, bytes] | None:
+    if given is None:
+        return None
+    try:
+        want = base64.b64decode(given, validate=True)
+    except (binascii.Error, ValueError):
+        return 400, INVALID_DIGEST.encode()
+    if len(want) != 16:
+        return 400, INVALID_DIGEST.encode()
+    if hashlib.md5(body).digest() != want:
+        return 400, BAD_DIGEST.encode()
+    return None
+
+
 @contextmanager
 def gate(
     upstream: str,
     verify: Callable[[str, str, dict[str, str], dict[str, str], float], tuple[int, bytes] | None],
+    *,
+    check_md5: bool = False,
 ) -> Iterator[Gate]:
-    g = Gate(upstream, verify)
+    g = Gate(upstream, verify, check_md5=check_md5)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(g))
     server.daemon_threads = True
     g.url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -231,7 +277,8 @@ def s3_verifier(
         region = q.get("X-Amz-Credential", "").split("/")[2]
         url = f"http://{headers['host']}{path}"
         url = url[: url.index("&X-Amz-Signature=")] if "&X-Amz-Signature=" in url else url
-        req = AWSRequest(method=method, url=url, headers={"host": headers["host"]})
+        names = q.get("X-Amz-SignedHeaders", "host").split(";")
+        req = AWSRequest(method=method, url=url, headers={h: headers.get(h, "") for h in names})
         req.context["timestamp"] = stamp
         auth = S3SigV4QueryAuth(Credentials(access_key, secret_key), "s3", region)
         canonical = auth.canonical_request(req)

@@ -110,7 +110,7 @@ def s3_store(data: Dataset, prefix: str = "sets/v1") -> Iterator[StoreUnderTest]
 
     from tests.providers.aws_fixtures.servers import moto_server
 
-    with moto_server() as url, gate(url, s3_verifier(S3_KEY, S3_SECRET)) as g:
+    with moto_server() as url, gate(url, s3_verifier(S3_KEY, S3_SECRET), check_md5=True) as g:
         c = boto3.client(
             "s3",
             endpoint_url=url,
@@ -189,7 +189,7 @@ def gcs_store(data: Dataset, tmp: Path, prefix: str = "sets/v1") -> Iterator[Sto
     try:
         url = f"http://127.0.0.1:{port}"
         sa, public, key_line = _service_account(tmp)
-        with gate(url, gcs_verifier(public)) as g:
+        with gate(url, gcs_verifier(public), check_md5=True) as g:
             c = storage.Client(
                 project="cloudgpu-test",
                 credentials=AnonymousCredentials(),
@@ -300,3 +300,81 @@ def store(name: str, data: Dataset, tmp: Path) -> Iterator[StoreUnderTest]:
     else:
         with azure_store(data, tmp) as s:
             yield s
+
+
+# ---------------------------------------------------------------- the test's own reads
+
+
+def direct_read(sut: StoreUnderTest, key: str) -> bytes | None:
+    """An object's bytes read by the test itself, past the gate (not in its log); None
+    when there is no such object."""
+    up = sut.gate.upstream
+    if sut.name == "s3":
+        import boto3
+
+        c = boto3.client(
+            "s3",
+            endpoint_url=up,
+            region_name="us-east-1",
+            aws_access_key_id=S3_KEY,
+            aws_secret_access_key=S3_SECRET,
+        )
+        try:
+            return bytes(c.get_object(Bucket="training", Key=key)["Body"].read())
+        except c.exceptions.NoSuchKey:
+            return None
+    if sut.name == "gcs":
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import storage  # type: ignore[attr-defined]
+
+        client = storage.Client(
+            project="cloudgpu-test",
+            credentials=AnonymousCredentials(),
+            client_options={"api_endpoint": up},
+        )
+        blob = client.bucket("training-gs").get_blob(key)
+        return None if blob is None else bytes(blob.download_as_bytes())
+    from azure.core.exceptions import ResourceNotFoundError
+    from azure.storage.blob import BlobServiceClient
+
+    svc = BlobServiceClient.from_connection_string(az_connection_string(up))
+    try:
+        return bytes(svc.get_blob_client("training", key).download_blob().readall())
+    except ResourceNotFoundError:
+        return None
+
+
+def direct_write(sut: StoreUnderTest, key: str, data: bytes) -> None:
+    up = sut.gate.upstream
+    if sut.name == "s3":
+        import boto3
+
+        c = boto3.client(
+            "s3",
+            endpoint_url=up,
+            region_name="us-east-1",
+            aws_access_key_id=S3_KEY,
+            aws_secret_access_key=S3_SECRET,
+        )
+        c.put_object(Bucket="training", Key=key, Body=data)
+    elif sut.name == "gcs":
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import storage  # type: ignore[attr-defined]
+
+        client = storage.Client(
+            project="cloudgpu-test",
+            credentials=AnonymousCredentials(),
+            client_options={"api_endpoint": up},
+        )
+        client.bucket("training-gs").blob(key).upload_from_string(data)
+    else:
+        from azure.storage.blob import BlobServiceClient
+
+        svc = BlobServiceClient.from_connection_string(az_connection_string(up))
+        svc.get_blob_client("training", key).upload_blob(data, overwrite=True)
+
+
+def bucket_uri(sut: StoreUnderTest, prefix: str) -> str:
+    """A destination under the store's test bucket/container."""
+    head = sut.uri.split("/sets/v1")[0]
+    return f"{head}/{prefix}"

@@ -1,5 +1,6 @@
 """End to end on the sim cloud: one job whose data comes from S3, GCS and Azure at once
-(one large object and a thousand small ones each), pulled by the instance itself.
+(one large object and a thousand small ones each), pulled by the instance itself, and
+whose outputs go back to all three, uploaded by the instance itself.
 
 Checked: every byte lands intact on the instance's /nvme; the client process read no
 object (the gates' logs); no credential of the client (S3 secret key, Azure account key,
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.data.stores import Dataset, StoreUnderTest, mixed, store
+from tests.data.stores import Dataset, StoreUnderTest, bucket_uri, direct_read, mixed, store
 from tests.lifecycle.helpers import job_file, main_exit
 from tests.lifecycle.test_sim_e2e import configure, live_sim, offer
 
@@ -52,8 +53,14 @@ data:
   - {{src: {sut["s3"].uri}, dst: /nvme/s3}}
   - {{src: {sut["gcs"].uri}, dst: /nvme/gs}}
   - {{src: {sut["azure"].uri}, dst: /nvme/az, workers: 16}}
+outputs:
+  - {{src: /nvme/out, dst: {bucket_uri(sut["s3"], "results/pulls")}}}
+  - {{src: /nvme/out, dst: {bucket_uri(sut["gcs"], "results/pulls")}}}
+  - {{src: /nvme/out, dst: {bucket_uri(sut["azure"], "results/pulls")}}}
 run: |
   cd $CLOUDGPU_NVME
+  mkdir -p out/deep && echo trained > out/model.txt
+  head -c 9000000 s3/big/large.bin > out/deep/w.bin
   for d in s3 gs az; do
     (cd $d && find . -type f | LC_ALL=C sort | xargs sha256sum | sed "s|^|$d |")
   done
@@ -74,6 +81,15 @@ run: |
     for s in sut.values():
         assert s.client_object_reads() == [], s.name
         assert sum(h.body_bytes for h in s.instance_object_reads()) == data.bytes, s.name
+        client_bodies = [h.sent_bytes for h in s.gate.hits if h.from_client]
+        assert max(client_bodies, default=0) < 4096, s.name  # the instance uploaded them
+        prefix = bucket_uri(s, "results/pulls").split("/", 3)[-1]
+        if s.name == "azure":
+            prefix = prefix.split("/", 1)[1]
+        assert direct_read(s, f"{prefix}/model.txt") == b"trained\n", s.name
+        big = direct_read(s, f"{prefix}/deep/w.bin")
+        assert big == data.files[data.large][:9000000], s.name
+    assert err.count("2 object(s) uploaded by the instance") == 3
     assert "manifest-" not in out.split("== state")[1].split("== env")[0]
     assert "3 object(s)" not in err and "1001 object(s) pulled" in err and "objects/s" in err
 

@@ -1,10 +1,19 @@
-"""Google Cloud Storage: list with google-cloud-storage, sign V4 GET URLs.
+"""Google Cloud Storage: list with google-cloud-storage, sign V4 URLs for reads and writes.
 
 Integrity: ``md5Hash`` for ordinary objects, ``crc32c`` for composite ones (which have
 no MD5); the generation is the object's identity. Signing needs a service-account key:
 ``GOOGLE_APPLICATION_CREDENTIALS`` naming a key file (the V4 RSA signature is made
 here, no network call). ``STORAGE_EMULATOR_HOST`` (or ``CLOUDGPU_GCS_ENDPOINT``) points
 at another endpoint, e.g. gcp-storage-emulator in the tests; listing there is anonymous.
+
+Uploads: a V4 signed PUT (XML API) whose signature covers Content-MD5, so GCS stores
+exactly the scanned bytes or refuses them; for large files a resumable session that the
+client opens (one metadata call, the object's md5Hash in its metadata so GCS checks the
+whole upload) and whose session URI alone goes to the instance, as Google documents for
+handing an upload to an untrusted party
+(https://cloud.google.com/storage/docs/performing-resumable-uploads). The object
+appears when the last chunk arrives; a session's chunks go in order, one stream per
+object (many objects at once).
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cloudgpu.data.objects import RemoteObject
+from cloudgpu.data.objects import LocalFile, RemoteObject, join_key
 from cloudgpu.data.uri import Source, relative
 from cloudgpu.errors import AuthError, CloudGPUError, NotFoundError, TransientError
 
@@ -22,6 +31,8 @@ PUBLIC_ENDPOINT = "https://storage.googleapis.com"
 
 
 class GCSStore:
+    max_parts = 10_000  # chunks per resumable upload: bounds the requests, not a GCS limit
+
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = env
         self._client: Any = None
@@ -107,6 +118,39 @@ class GCSStore:
             )
             for o in objects
         ]
+
+    def sign_put(
+        self, dest: Source, files: Sequence[LocalFile], ttl_s: int
+    ) -> list[dict[str, Any]]:
+        from google.api_core import exceptions as gexc  # lazy SDK
+
+        bucket = self.client().bucket(dest.bucket)
+        creds = self.signer()
+        endpoint = self.endpoint() or PUBLIC_ENDPOINT
+        expires = datetime.timedelta(seconds=min(ttl_s, 7 * 24 * 3600))
+        out: list[dict[str, Any]] = []
+        try:
+            for f in files:
+                blob = bucket.blob(join_key(dest.prefix, f.rel))
+                if not f.parts:
+                    url = blob.generate_signed_url(
+                        version="v4",
+                        expiration=expires,
+                        method="PUT",
+                        content_md5=f.md5_b64,
+                        credentials=creds,
+                        api_access_endpoint=endpoint,
+                    )
+                    out.append({"how": "put", "url": url, "headers": {"Content-MD5": f.md5_b64}})
+                    continue
+                blob.md5_hash = f.md5_b64  # GCS refuses the finished upload if it differs
+                session = blob.create_resumable_upload_session(size=f.size, checksum=None)
+                out.append({"how": "gcs-resumable", "url": session, "part_size": f.part_size})
+        except gexc.GoogleAPICallError as exc:
+            raise map_error(str(dest), exc) from exc
+        except (OSError, gexc.RetryError) as exc:
+            raise TransientError(f"{dest}: {exc}", provider="gcs") from exc
+        return out
 
 
 def _object(blob: Any, rel: str) -> RemoteObject:

@@ -1,20 +1,28 @@
-"""S3 (and S3-compatible endpoints): list with boto3, presign GETs with SigV4.
+"""S3 (and S3-compatible endpoints): list with boto3, presign GETs and uploads with SigV4.
 
 Integrity: a single-part object's ETag is its MD5 (unless the bucket encrypts with
 SSE-KMS, whose ETags are not MD5: then size and ETag identity only); a multipart
 object's ETag is the MD5 of its parts' MD5s with ``-N``, verified with parts aligned to
 the upload's part size (one HEAD with partNumber=1 tells it). The endpoint comes from
 ``AWS_ENDPOINT_URL`` (moto in tests, MinIO, R2...) or the bucket's region.
+
+Uploads: a presigned PUT whose signature covers Content-MD5 (S3 then stores exactly the
+scanned bytes or refuses them), or for large files a multipart upload the client creates
+(one metadata call) with a presigned UploadPart URL per part, each signing its part's
+MD5, and a presigned CompleteMultipartUpload: the object appears only when completed.
+An unfinished upload of the same key whose parts match ours (ListParts: number, size,
+MD5 ETag) is continued rather than started again.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cloudgpu.data import sigv4
-from cloudgpu.data.objects import RemoteObject
+from cloudgpu.data.objects import LocalFile, RemoteObject, join_key
 from cloudgpu.data.uri import Source, relative
 from cloudgpu.errors import AuthError, CloudGPUError, NotFoundError, TransientError
 
@@ -23,6 +31,8 @@ _MULTI = re.compile(r"^[0-9a-f]{32}-\d+$")
 
 
 class S3Store:
+    max_parts = 10_000  # https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html
+
     def __init__(self, env: Mapping[str, str]) -> None:
         self.env = env
         self._notes: list[str] = []
@@ -117,6 +127,69 @@ class S3Store:
         signer = self.presigner(src.bucket)
         return [signer.url(src.bucket, o.key, ttl_s) for o in objects]
 
+    def sign_put(
+        self, dest: Source, files: Sequence[LocalFile], ttl_s: int
+    ) -> list[dict[str, Any]]:
+        from botocore.exceptions import BotoCoreError, ClientError  # lazy, with boto3
+
+        signer = self.presigner(dest.bucket)
+        out: list[dict[str, Any]] = []
+        try:
+            for f in files:
+                key = join_key(dest.prefix, f.rel)
+                if not f.parts:
+                    md5 = {"Content-MD5": f.md5_b64}
+                    url = signer.url(dest.bucket, key, ttl_s, method="PUT", headers=md5)
+                    out.append({"how": "put", "url": url, "headers": md5})
+                    continue
+                upload_id, done = self._multipart(dest.bucket, key, f)
+                params = {"uploadId": upload_id}
+                parts = [
+                    {
+                        "url": signer.url(
+                            dest.bucket,
+                            key,
+                            ttl_s,
+                            method="PUT",
+                            params={**params, "partNumber": str(i + 1)},
+                            headers={"Content-MD5": _b64(md5)},
+                        ),
+                        "md5": md5,
+                        "done": done.get(i + 1),
+                    }
+                    for i, md5 in enumerate(f.parts)
+                ]
+                complete = signer.url(dest.bucket, key, ttl_s, method="POST", params=params)
+                out.append({"how": "s3-parts", "parts": parts, "complete": complete})
+        except ClientError as exc:
+            raise map_error(str(dest), exc) from exc
+        except BotoCoreError as exc:
+            raise TransientError(f"{dest}: {exc}", provider="s3") from exc
+        return out
+
+    def _multipart(self, bucket: str, key: str, f: LocalFile) -> tuple[str, dict[int, str]]:
+        """An upload id for ``key`` and the parts it already holds (number -> ETag):
+        an unfinished upload whose parts are all ours, else a new one."""
+        client = self.client()
+        listed = client.list_multipart_uploads(Bucket=bucket, Prefix=key)
+        for up in sorted(listed.get("Uploads", []), key=lambda u: u["Initiated"], reverse=True):
+            if up["Key"] != key:
+                continue
+            held = {}
+            pages = client.get_paginator("list_parts").paginate(
+                Bucket=bucket, Key=key, UploadId=up["UploadId"]
+            )
+            for page in pages:
+                for p in page.get("Parts", []):
+                    held[int(p["PartNumber"])] = (str(p["ETag"]).strip('"'), int(p["Size"]))
+            if all(
+                1 <= n <= len(f.parts) and etag == f.parts[n - 1] and size == f.part_length(n - 1)
+                for n, (etag, size) in held.items()
+            ):
+                return str(up["UploadId"]), {n: etag for n, (etag, _) in held.items()}
+        created = client.create_multipart_upload(Bucket=bucket, Key=key)
+        return str(created["UploadId"]), {}
+
     def presigner(self, bucket: str) -> sigv4.Presigner:
         client = self.client()
         frozen = self._session.get_credentials()
@@ -137,6 +210,10 @@ class S3Store:
         return sigv4.Presigner(
             creds, region, f"https://s3.{region}.amazonaws.com", path_style=not virtual
         )
+
+
+def _b64(hex_digest: str) -> str:
+    return base64.b64encode(bytes.fromhex(hex_digest)).decode()
 
 
 def map_error(what: str, exc: Any) -> CloudGPUError:
