@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cloudgpu.errors import AuthError, CloudGPUError, NotFoundError, RemoteError
-from cloudgpu.remote import Machine
+from cloudgpu.remote import Machine, ProgressFn
 from cloudgpu.remote import objwire as wire
 
 STATE_DIR = ".cloudgpu/pull"  # under the instance's NVMe: indexes, partials, manifests
@@ -76,6 +76,20 @@ def put_manifest(machine: Machine, man: Mapping[str, Any], remote_dir: str) -> s
             f.write(gzip.compress(json.dumps(man).encode(), compresslevel=3))
         machine.put_file(local, f"{remote_dir}/{name}")
     return f"{remote_dir}/{name}"
+
+
+def progress_events(progress: ProgressFn | None) -> Callable[[Event], None]:
+    """Feeds a script's progress lines to ``progress``: running ones while bytes are
+    left, then the final ``done`` once (a bar ends when it reaches its total)."""
+
+    def event(ev: Event) -> None:
+        if progress is None:
+            return
+        done, total = int(ev.get("done", 0)), int(ev.get("total", 0))
+        if ev.get("ev") == "done" or (ev.get("ev") == "progress" and done < total):
+            progress(done, total)
+
+    return event
 
 
 def run(

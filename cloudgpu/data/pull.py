@@ -136,12 +136,7 @@ def run_puller(
 ) -> tuple[int, dict[str, Any], str]:
     """Copy the manifest over and run the puller; (exit status, last event, stderr)."""
     path = instance.put_manifest(machine, man, remote_dir)
-
-    def event(ev: dict[str, Any]) -> None:
-        if progress is not None and ev.get("ev") in ("progress", "done"):
-            progress(int(ev.get("done", 0)), int(ev.get("total", 0)))
-
-    return instance.run(machine, PULLER_SOURCE, ["pull", path], event)
+    return instance.run(machine, PULLER_SOURCE, ["pull", path], instance.progress_events(progress))
 
 
 def pull(

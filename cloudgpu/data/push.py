@@ -73,6 +73,7 @@ def scan(
     }
     files: list[LocalFile] = []
     bad: list[str] = []
+    bar = instance.progress_events(progress)
 
     def event(ev: dict[str, Any]) -> None:
         if ev.get("ev") == "file" and len(files) < MAX_FILES:
@@ -81,8 +82,8 @@ def scan(
                 bad.append(str(ev.get("f"))[:200])
             else:
                 files.append(f)
-        elif ev.get("ev") == "progress" and progress is not None:
-            progress(int(ev.get("done", 0)), int(ev.get("total", 0)))
+        else:
+            bar(ev)
 
     rc, last, err = instance.run(machine, PUSHER_SOURCE, ["scan", json.dumps(spec)], event)
     if rc == wire.EXIT_NOTFOUND:
@@ -200,12 +201,7 @@ def run_pusher(
     machine: Machine, man: Mapping[str, Any], progress: ProgressFn | None
 ) -> tuple[int, dict[str, Any], str]:
     path = instance.put_manifest(machine, man, instance.state_dir(machine))
-
-    def event(ev: dict[str, Any]) -> None:
-        if progress is not None and ev.get("ev") in ("progress", "done"):
-            progress(int(ev.get("done", 0)), int(ev.get("total", 0)))
-
-    return instance.run(machine, PUSHER_SOURCE, ["push", path], event)
+    return instance.run(machine, PUSHER_SOURCE, ["push", path], instance.progress_events(progress))
 
 
 def verify(store: Destination, dest: uri.Source, sent: list[LocalFile]) -> None:

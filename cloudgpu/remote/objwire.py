@@ -270,9 +270,15 @@ def read_manifest(path: str) -> dict[str, Any]:
     return data
 
 
+_EMIT = threading.Lock()
+
+
 def emit(event: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
+    """One JSON line on stdout (whole: threads emit too)."""
+    line = json.dumps(event) + "\n"
+    with _EMIT:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def run_main(body: Callable[[], dict[str, Any]]) -> int:

@@ -175,6 +175,7 @@ def scan(spec: dict[str, Any]) -> dict[str, Any]:
     root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     n = Counters()
     n.total = sum(st.st_size for _, st in files)
+    shown = [time.monotonic()]
 
     def one(item: tuple[str, os.stat_result]) -> None:
         rel, st = item
@@ -187,6 +188,12 @@ def scan(spec: dict[str, Any]) -> dict[str, Any]:
         index[rel] = [st.st_size, st.st_mtime_ns, psize, md5, parts]
         emit({"ev": "file", "f": [rel, st.st_size, st.st_mtime, md5, psize, parts]})
         n.advance(st.st_size)
+        with n.lock:
+            due = time.monotonic() - shown[0] >= 0.25
+            if due:
+                shown[0] = time.monotonic()
+        if due:
+            emit(n.event())
 
     try:
         with ThreadPoolExecutor(HASHERS) as pool:
