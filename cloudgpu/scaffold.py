@@ -53,14 +53,14 @@ TEMPLATES: dict[str, Template] = {
             "full fine-tune of an 8B model on 8x A100-80GB, spot, with checkpoints",
             _same("finetune.yaml", "finetune-code", "finetune-data"),
             "finetune.yaml",
-            "cloudgpu plan {dir}finetune.yaml",
+            "cloudgpu plan {dir}finetune.yaml --all-providers  # its cost on every cloud",
         ),
         Template(
             "batch-inference",
             "vLLM batch generation on the cheapest 24 GB+ spot GPU, restartable",
             _same("batch-inference.yaml", "batch-inference-code", "batch-inference-data"),
             "batch-inference.yaml",
-            "cloudgpu plan {dir}batch-inference.yaml",
+            "cloudgpu plan {dir}batch-inference.yaml --all-providers",
         ),
         Template(
             "github-runner",

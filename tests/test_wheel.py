@@ -101,7 +101,9 @@ def test_no_extras_launches_quickstart_from_the_wheel(
     assert [o["provider"] for o in json.loads(res.stdout)] == ["local"]
     res = _cloudgpu(env_dir, ["init", "finetune"], tmp_path)
     assert res.returncode == 0, res.stderr
-    res = _cloudgpu(env_dir, ["plan", "finetune.yaml", "--json", "--limit", "1"], tmp_path)
+    res = _cloudgpu(
+        env_dir, ["plan", "finetune.yaml", "--all-providers", "--json", "--limit", "1"], tmp_path
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)[0]["gpu_count"] == 8
 
