@@ -116,7 +116,7 @@ def launch_fails_cleanly(job: Path) -> str:
     """Launch in-process; it must fail with a message, not a traceback. Returns stderr."""
     code, _, err = main_exit(["launch", str(job), "--yes"])
     assert code != 0
-    assert "Traceback" not in err
+    assert "Traceback" not in err, err
     return err
 
 
