@@ -1,8 +1,9 @@
 """A tiny JSON-over-HTTP client (urllib) with retry, backoff and pluggable error mapping.
 
 Shared by the REST/GraphQL providers (Lambda, Vast.ai, RunPod) and Azure's Retail Prices
-reader. It sends one request and retries with exponential backoff through the injected ``sleep``
-(tests never wait), honouring ``Retry-After``. A request that is not idempotent (a POST
+reader. It sends one request and retries with exponential backoff and jitter
+(cloudgpu.retry) through the injected ``sleep`` (tests never wait), honouring
+``Retry-After``. A request that is not idempotent (a POST
 that creates something) is sent again only when the server cannot have acted on it:
 throttled (429), unavailable (503) or a refused connection; after a gateway error, a
 timeout or a lost answer it may have landed, so the error goes to the caller, who must
@@ -22,6 +23,7 @@ from collections.abc import Callable, Mapping, Set
 from typing import Any, TypedDict, TypeVar
 
 from cloudgpu.errors import ProviderError, TransientError
+from cloudgpu.retry import Backoff, Retry, retrying
 
 # Statuses worth another try of a request that is safe to repeat.
 RETRY_STATUSES: frozenset[int] = frozenset({429, 502, 503, 504})
@@ -43,7 +45,7 @@ class RetryOptions(TypedDict, total=False):
     timeout_s: float
 
 
-class RetryableError(Exception):
+class RetryableError(Retry):
     """Raised (by this module or a ``parse`` hook) for an answer worth another try.
 
     ``error`` is what the caller gets once the attempts run out; ``wait_s`` is the
@@ -53,9 +55,8 @@ class RetryableError(Exception):
     def __init__(
         self, error: ProviderError, wait_s: float | None = None, *, may_have_landed: bool = False
     ) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.wait_s = wait_s
+        super().__init__(error, wait_s)
+        self.error: ProviderError = error
         self.may_have_landed = may_have_landed  # the server may have acted on it
 
 
@@ -122,16 +123,17 @@ class JsonHttpClient:
         raw = None if body is None else json.dumps(dict(body)).encode()
         if idempotent is None:
             idempotent = method in self.retry_unreachable
-        delay = self.backoff_s
-        for attempt in range(1, self.attempts + 1):
+
+        def once() -> T:
             try:
                 return parse(self._send(method, target, raw))
             except RetryableError as exc:
-                if attempt == self.attempts or (exc.may_have_landed and not idempotent):
+                if exc.may_have_landed and not idempotent:
                     raise exc.error from None
-                self._sleep(delay if exc.wait_s is None else exc.wait_s)
-                delay = min(delay * 2, self.max_backoff_s)
-        raise AssertionError("unreachable")  # the loop returns or raises
+                raise
+
+        backoff = Backoff(self.attempts, self.backoff_s, self.max_backoff_s)
+        return retrying(once, backoff, sleep=self._sleep)
 
     def _send(self, method: str, url: str, raw: bytes | None) -> bytes:
         headers = {

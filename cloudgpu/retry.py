@@ -64,5 +64,5 @@ def retrying(
             n += 1
             out_of_tries = backoff.attempts is not None and n >= backoff.attempts
             if out_of_tries or (deadline is not None and clock() + wait >= deadline):
-                raise exc.error from exc.error.__cause__
+                raise exc.error from (exc.error.__cause__ or exc.__cause__)
             sleep(wait)

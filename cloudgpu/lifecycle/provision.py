@@ -33,6 +33,7 @@ from cloudgpu.provider import (
     InstanceState,
     Provider,
 )
+from cloudgpu.retry import Backoff
 from cloudgpu.spec.model import JobSpec
 from cloudgpu.state.store import InstanceRecord
 
@@ -53,20 +54,20 @@ class Provisioned:
 class Retry:
     """Walk the ranked offers again while none has capacity, until ``until`` (unix
     seconds; ``math.inf``: until interrupted). Waits double from ``first_s`` up to
-    ``max_s``, each scaled by 0.8-1.2 so many clients do not retry in step."""
+    ``max_s``, jittered (cloudgpu.retry) so many clients do not retry in step."""
 
     until: float
     first_s: float = 15.0
     max_s: float = 300.0
-    jitter: Callable[[], float] = field(default=random.random, compare=False)
+    rng: random.Random = field(default_factory=random.Random, compare=False)
 
     def wait(self, round_: int, now: float) -> float | None:
         """Seconds to wait after round ``round_`` failed, or None: the deadline passed."""
         left = self.until - now
         if left <= 0:
             return None
-        base = min(self.max_s, self.first_s * 2 ** min(round_ - 1, 30))
-        return min(base * (0.8 + 0.4 * self.jitter()), left)
+        backoff = Backoff(attempts=None, base_s=self.first_s, max_s=self.max_s, jitter=0.4)
+        return min(backoff.wait_s(min(round_ - 1, 30), self.rng), left)
 
     def until_text(self) -> str:
         if math.isinf(self.until):

@@ -17,6 +17,7 @@ import paramiko
 
 from cloudgpu.errors import RemoteError
 from cloudgpu.remote.hostkeys import NewHostKeyFn, verify_host_key
+from cloudgpu.retry import Backoff, Retry, retrying
 
 # Big windows keep a bulk transfer from stalling on window-adjust round trips.
 WINDOW = 16 * 1024 * 1024
@@ -50,28 +51,28 @@ def open_transport(
     """Connect, verify the host key, authenticate; retry only what boot delay explains."""
     keys = _load_keys(ep.key_file)
     deadline = clock() + timeout
-    delay = 0.1
-    while True:
+
+    def handshake() -> paramiko.Transport:
         try:
-            t = _handshake(ep, min(10.0, max(1.0, deadline - clock())))
+            return _handshake(ep, min(10.0, max(1.0, deadline - clock())))
         except (OSError, paramiko.SSHException, EOFError) as exc:
-            if clock() + delay >= deadline:
-                raise RemoteError(
-                    f"cannot reach {ep.host}:{ep.port} over SSH within {timeout:.0f} s: "
-                    f"{_reason(exc)}",
-                    hint="is the machine up and port open? (a firewall or security group?)",
-                ) from exc
-            sleep(delay)
-            delay = min(delay * 2, 2.0)
-            continue
-        try:
-            key = t.get_remote_server_key()
-            verify_host_key(ep.host, ep.port, key, known_hosts, ep.fingerprints, on_new_host_key)
-            _authenticate(t, ep, keys)
-        except BaseException:
-            close_transport(t)
-            raise
-        return t
+            error = RemoteError(
+                f"cannot reach {ep.host}:{ep.port} over SSH within {timeout:.0f} s: {_reason(exc)}",
+                hint="is the machine up and port open? (a firewall or security group?)",
+            )
+            raise Retry(error) from exc
+
+    # Boot delay is the only thing retried: 0.1 s doubling to 2 s, jittered, to the deadline.
+    backoff = Backoff(attempts=None, base_s=0.1, max_s=2.0)
+    t = retrying(handshake, backoff, sleep=sleep, deadline=deadline, clock=clock)
+    try:
+        key = t.get_remote_server_key()
+        verify_host_key(ep.host, ep.port, key, known_hosts, ep.fingerprints, on_new_host_key)
+        _authenticate(t, ep, keys)
+    except BaseException:
+        close_transport(t)
+        raise
+    return t
 
 
 def close_transport(t: paramiko.Transport) -> None:

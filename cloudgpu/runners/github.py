@@ -35,6 +35,7 @@ from cloudgpu.errors import (
     ProviderError,
     TransientError,
 )
+from cloudgpu.retry import Backoff, Retry, retrying
 
 API_VERSION = "2022-11-28"
 DEFAULT_BASE_URL = "https://api.github.com"
@@ -132,29 +133,29 @@ class GitHubClient:
         }
         if data is not None:
             headers["Content-Type"] = "application/json"
-        for attempt in range(self.max_retries + 1):
+
+        def once() -> tuple[int, Any]:
             req = urllib.request.Request(url, data=data, method=method, headers=headers)
             try:
                 with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                     raw = resp.read()
                     return resp.status, json.loads(raw) if raw else None
             except urllib.error.HTTPError as exc:
-                raw = exc.read()
-                payload = _json_or_text(raw)
-                wait = _rate_limit_wait(exc.code, exc.headers, attempt)
-                if wait is not None and attempt < self.max_retries:
-                    self.sleep(wait)
-                    continue
-                return exc.code, payload
+                answer = _Answer(exc.code, _json_or_text(exc.read()))
+                again, wait = _rate_limit_wait(exc.code, exc.headers)
+                if again:
+                    raise Retry(answer, wait) from None
+                raise answer from None
             except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-                if attempt < self.max_retries:
-                    self.sleep(min(2**attempt, 10))
-                    continue
                 reason = getattr(exc, "reason", exc)
-                raise TransientError(
-                    f"cannot reach {self.base_url}: {reason}", provider="github"
-                ) from exc
-        raise TransientError("GitHub kept rate-limiting; try again later", provider="github")
+                error = TransientError(f"cannot reach {self.base_url}: {reason}", provider="github")
+                raise Retry(error) from exc
+
+        backoff = Backoff(attempts=self.max_retries + 1, base_s=1.0, max_s=10.0)
+        try:
+            return retrying(once, backoff, sleep=self.sleep)
+        except _Answer as answer:  # the last answer, retried or not, for _check to map
+            return answer.status, answer.payload
 
     def _check(self, status: int, payload: Any, what: str, repo: str) -> None:
         if status < 400:
@@ -262,8 +263,17 @@ def _json_or_text(raw: bytes) -> Any:
         return raw.decode("utf-8", "replace")[:200]
 
 
-def _rate_limit_wait(status: int, headers: Any, attempt: int) -> float | None:
-    """Seconds to wait before retrying a rate-limited or failing call, or None.
+class _Answer(Exception):
+    """An HTTP error answer, carried out of the retry loop to be mapped by _check."""
+
+    def __init__(self, status: int, payload: Any) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status, self.payload = status, payload
+
+
+def _rate_limit_wait(status: int, headers: Any) -> tuple[bool, float | None]:
+    """Whether to retry a rate-limited or failing call, and the server's wait (None: the
+    backoff's own).
 
     GitHub signals primary limits with 403/429 and x-ratelimit-remaining: 0 plus
     x-ratelimit-reset, secondary limits with retry-after
@@ -273,11 +283,9 @@ def _rate_limit_wait(status: int, headers: Any, attempt: int) -> float | None:
     if status in (403, 429):
         retry_after = headers.get("retry-after") if headers else None
         if retry_after:
-            return min(float(retry_after), 60.0)
+            return True, min(float(retry_after), 60.0)
         if headers and headers.get("x-ratelimit-remaining") == "0":
             reset = float(headers.get("x-ratelimit-reset") or 0)
-            return min(max(reset - time.time(), 1.0), 60.0)
-        return None
-    if status in (502, 503, 504):
-        return float(min(2**attempt, 10))
-    return None
+            return True, min(max(reset - time.time(), 1.0), 60.0)
+        return False, None
+    return status in (502, 503, 504), None

@@ -21,6 +21,7 @@ from cloudgpu.errors import (
     QuotaError,
     TransientError,
 )
+from cloudgpu.retry import Backoff, Retry, retrying
 
 T = TypeVar("T")
 PROVIDER = "aws"
@@ -170,17 +171,17 @@ class Caller:
         from botocore import exceptions as bex
         from botocore.parsers import ResponseParserError
 
-        attempt = 0
-        while True:
-            attempt += 1
+        def once() -> T:
             try:
                 return fn(**kwargs)
             except (bex.BotoCoreError, bex.ClientError, ResponseParserError) as exc:
-                if attempt < self.max_attempts and is_retryable(exc):
-                    # Exponential backoff, capped: 0.5, 1, 2, 4, 8, 8 ... seconds.
-                    self.sleep(min(self.base_delay * 2 ** (attempt - 1), 8.0))
-                    continue
+                if is_retryable(exc):
+                    raise Retry(map_error(exc, action)) from exc
                 raise map_error(exc, action) from exc
+
+        # Exponential backoff with jitter, capped: 0.5, 1, 2, 4, 8, 8 ... seconds at most.
+        backoff = Backoff(self.max_attempts, self.base_delay, 8.0)
+        return retrying(once, backoff, sleep=self.sleep)
 
     def pages(
         self, action: str, fn: Callable[..., dict[str, Any]], token_key: str, **kwargs: Any

@@ -24,6 +24,7 @@ from cloudgpu.errors import (
     QuotaError,
     TransientError,
 )
+from cloudgpu.retry import Backoff, Retry, retrying
 
 PROVIDER = "gcp"
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
@@ -168,15 +169,15 @@ class Clients:
         return self._cache["billing"]
 
     def call(self, fn: Callable[..., T], **kwargs: Any) -> T:
-        """``fn(**kwargs)`` with our retry policy and error mapping."""
-        delay = self.backoff_s
-        for attempt in range(1, self.attempts + 1):
+        """``fn(**kwargs)`` with our retry policy (cloudgpu.retry) and error mapping."""
+
+        def once() -> T:
             try:
                 return fn(retry=None, timeout=self.timeout_s, **kwargs)
             except Exception as exc:
                 mapped = map_exception(exc)
-                if not isinstance(mapped, TransientError) or attempt == self.attempts:
-                    raise mapped from exc
-            self._sleep(delay)
-            delay = min(delay * 2, 30.0)
-        raise AssertionError("unreachable")  # the loop returns or raises
+                if isinstance(mapped, TransientError):
+                    raise Retry(mapped) from exc
+                raise mapped from exc
+
+        return retrying(once, Backoff(self.attempts, self.backoff_s, 30.0), sleep=self._sleep)

@@ -16,6 +16,7 @@ from cloudgpu_providers.aws.instances import map_state
 from cloudgpu.errors import AuthError, QuotaError, TransientError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_JOB, CreateRequest, Instance, InstanceState
+from tests.backoff import jittered
 from tests.providers.aws_fixtures.servers import capacity_proxy, ec2_error, moto_server, url_of
 from tests.providers.aws_fixtures.setup import ec2_client, make_provider, offer, register_dlami
 
@@ -81,7 +82,7 @@ def test_throttled_calls_are_retried_then_succeed(
         prov = make_provider(url_of(proxy), paths, str(tmp_path), sleeps)
         inst = prov.create(_request())
         prov.terminate(inst.id)
-    assert sleeps[:2] == [0.5, 1.0]
+    assert jittered(sleeps[:2], [0.5, 1.0])
     assert proxy.refused == [("RunInstances", 503), ("RunInstances", 503)]
 
 
@@ -228,7 +229,7 @@ def test_an_html_error_page_is_retried(moto_url: str, paths: Paths, tmp_path: Pa
     with capacity_proxy(moto_url, scripted={"DescribeInstances": [(502, page)]}) as proxy:
         prov = make_provider(url_of(proxy), paths, str(tmp_path), sleeps)
         assert prov.list_instances({TAG_JOB: "nobody"}) == []
-    assert sleeps == [0.5]
+    assert jittered(sleeps, [0.5])
     with capacity_proxy(moto_url, scripted={"DescribeInstances": [(200, page)] * 3}) as proxy:
         prov = make_provider(url_of(proxy), paths, str(tmp_path), max_attempts=3)
         with pytest.raises(TransientError, match="unreadable answer"):

@@ -16,6 +16,7 @@ from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.offer import FLAG_UNKNOWN_GPU, Offer
 from cloudgpu.errors import AuthError, CapacityError, NotFoundError, QuotaError, TransientError
 from cloudgpu.paths import Paths
+from tests.backoff import jittered
 from tests.providers.aws_fixtures.servers import load_products, moto_server, pricing_replay, url_of
 from tests.providers.aws_fixtures.setup import FAKE_ENV, make_provider
 
@@ -102,7 +103,7 @@ def test_throttling_is_retried_with_backoff(moto_url: str, paths: Paths, tmp_pat
     with pricing_replay(load_products(), page_size=50, faults=faults) as srv:
         offers = _provider(moto_url, url_of(srv), paths, tmp_path, sleeps).fetch_offers()
     assert any(o.market == "on_demand" for o in offers)
-    assert sleeps == [0.5, 1.0]
+    assert jittered(sleeps, [0.5, 1.0])
 
 
 def test_endless_throttling_ends_as_transient_error(

@@ -26,6 +26,7 @@ from cloudgpu.errors import (
 )
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_JOB, InstanceState, ProviderContext
+from tests.backoff import jittered
 from tests.fixtures.gcp.server import FakeGCP
 from tests.providers.contract import ProviderContract
 
@@ -228,7 +229,7 @@ def test_throttled_listing_is_retried_with_backoff(provider: GCPProvider, fake: 
         ("GET", "/v1/services/", "error_backend"),
     ]
     assert provider.fetch_offers()
-    assert provider.sleeps == [1.0, 1.0]  # type: ignore[attr-defined]
+    assert jittered(provider.sleeps, [1.0, 1.0])  # type: ignore[attr-defined]
 
 
 def test_auth_failure_is_auth_error(provider: GCPProvider, fake: FakeGCP) -> None:
@@ -356,7 +357,7 @@ def test_terminate_retries_a_throttled_delete(
     fake.fail_next = [("DELETE", "/instances/", "error_rate_limited")]
     provider.terminate(inst.id)
     assert fake.instances == {}
-    assert provider.sleeps == [1.0]  # type: ignore[attr-defined]
+    assert jittered(provider.sleeps, [1.0])  # type: ignore[attr-defined]
 
 
 def test_throttling_that_persists_is_transient(fake: FakeGCP, paths: Paths) -> None:

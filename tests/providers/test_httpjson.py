@@ -11,6 +11,7 @@ import pytest
 
 from cloudgpu.errors import AuthError, ProviderError, TransientError
 from cloudgpu.httpjson import JsonHttpClient, RetryableError, parse_json
+from tests.backoff import jittered
 from tests.fixtures.http_fake import LoopbackJsonServer
 
 TOKEN = "tok_secret_0123456789abcdef"
@@ -81,7 +82,7 @@ def test_refused_statuses_are_retried_with_doubling_backoff(server: Scripted) ->
     server.queue = [(429, {}), (503, {}), (502, {})]
     sleeps: list[float] = []
     assert _client(server.root_url, sleeps).request("GET", "/", _obj) == {"ok": True}
-    assert sleeps == [1.0, 2.0, 4.0]
+    assert jittered(sleeps, [1.0, 2.0, 4.0])
 
 
 def test_the_last_error_is_raised_after_the_attempts_run_out(server: Scripted) -> None:
@@ -89,7 +90,7 @@ def test_the_last_error_is_raised_after_the_attempts_run_out(server: Scripted) -
     sleeps: list[float] = []
     with pytest.raises(TransientError, match=r'HTTP 503: \{"n": 2\}'):
         _client(server.root_url, sleeps, attempts=3).request("GET", "/", _obj)
-    assert sleeps == [1.0, 2.0]
+    assert jittered(sleeps, [1.0, 2.0])
 
 
 def test_other_statuses_are_mapped_and_not_retried(server: Scripted) -> None:
@@ -120,11 +121,11 @@ def test_unreachable_is_retried_only_for_safe_methods_and_hides_the_token() -> N
     client = _client("http://127.0.0.1:9", sleeps, attempts=3)
     with pytest.raises(TransientError, match=r"cannot reach http://127\.0\.0\.1:9") as info:
         client.request("GET", "/", _obj)
-    assert sleeps == [1.0, 2.0]
+    assert jittered(sleeps, [1.0, 2.0])
     sleeps.clear()
     with pytest.raises(TransientError):
         client.request("POST", "/", _obj, {})
-    assert sleeps == [1.0, 2.0]  # refused: nothing was sent, so nothing can have landed
+    assert jittered(sleeps, [1.0, 2.0])  # refused: nothing was sent, so nothing can have landed
     assert TOKEN not in str(info.value) and TOKEN not in repr(client)
 
 
@@ -153,7 +154,7 @@ def test_parse_hook_can_ask_for_another_try(server: Scripted) -> None:
         return body
 
     assert _client(server.root_url, sleeps).request("GET", "/", parse) == {"ok": True}
-    assert sleeps == [1.0]
+    assert jittered(sleeps, [1.0])
 
 
 def test_a_full_url_overrides_the_base(server: Scripted) -> None:

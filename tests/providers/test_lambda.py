@@ -23,6 +23,7 @@ from cloudgpu.provider import (
     ProviderContext,
 )
 from cloudgpu.sshkeys import ensure_keypair
+from tests.backoff import jittered
 from tests.providers.contract import ProviderContract
 
 # `lambda` is a keyword, so the fixture folder can't appear in an import statement.
@@ -97,7 +98,7 @@ def test_throttling_then_success_is_retried_with_backoff(
 ) -> None:
     fake.fail_next = ["error_throttled", "error_unavailable"]
     assert provider.fetch_offers()
-    assert provider.sleeps == [1.0, 2.0]  # type: ignore[attr-defined]
+    assert jittered(provider.sleeps, [1.0, 2.0])  # type: ignore[attr-defined]
     assert fake.calls() == ["GET /instance-types"] * 3
 
 

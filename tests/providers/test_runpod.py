@@ -15,6 +15,7 @@ from cloudgpu.catalog.offer import FLAG_UNKNOWN_GPU, Offer
 from cloudgpu.errors import AuthError, CapacityError, TransientError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_INSTANCE, TAG_JOB, InstanceState, ProviderContext
+from tests.backoff import jittered
 from tests.fixtures.runpod.server import FakeRunPod
 from tests.providers.contract import ProviderContract
 
@@ -81,7 +82,7 @@ def test_key_sent_as_bearer_header_not_in_url(provider: RunPodProvider, fake: Fa
 def test_throttling_is_retried_with_backoff(provider: RunPodProvider, fake: FakeRunPod) -> None:
     fake.fail_next = ["error_throttled", "error_throttled"]
     assert provider.fetch_offers()
-    assert provider.sleeps == [1.0, 2.0]  # type: ignore[attr-defined]
+    assert jittered(provider.sleeps, [1.0, 2.0])  # type: ignore[attr-defined]
     assert fake.operations() == ["gpuTypes"] * 3
 
 

@@ -20,6 +20,7 @@ from cloudgpu.errors import AuthError, CapacityError, ConfigError, QuotaError, T
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_INSTANCE, TAG_JOB, TAG_OWNER, InstanceState, ProviderContext
 from cloudgpu.sshkeys import ensure_keypair
+from tests.backoff import jittered
 from tests.fixtures.vast.server import FakeVast
 from tests.providers.contract import ProviderContract
 
@@ -134,7 +135,7 @@ def test_throttling_then_success_is_retried_with_backoff(
 ) -> None:
     fake.fail_next = ["error_throttled", "error_throttled"]
     assert provider.check().enabled
-    assert provider.sleeps == [1.0, 2.0]  # type: ignore[attr-defined]
+    assert jittered(provider.sleeps, [1.0, 2.0])  # type: ignore[attr-defined]
     assert fake.calls() == ["GET /users/current/"] * 3
 
 
