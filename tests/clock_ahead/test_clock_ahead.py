@@ -35,7 +35,7 @@ AHEAD = [
     "tests/providers/test_runpod_lifecycle.py",
     "tests/providers/test_vast_lifecycle.py",
     "tests/providers/test_kaggle.py",
-    "tests/lifecycle/test_billing.py",
+    "tests/costs/test_billing.py",
     "tests/lifecycle/test_notice.py",
     "tests/lifecycle/test_sim_e2e.py::test_preemption_and_resume",
     "tests/lifecycle/test_sim_e2e.py::test_instance_deadline_without_client",
