@@ -185,7 +185,7 @@ def _watcher(tmp_path: Path, paths: Paths, config: dict[str, Any]) -> tuple[Any,
         gpu_count=1, gpu_memory_gb=16, vcpus=4, memory_gb=16, price_per_hour=1.0,
         price_source="test", observed_at="",
     )  # fmt: skip
-    target = Provisioned("rec", provider, provider.describe("i-1"), offer)
+    target = Provisioned("rec", provider, provider.describe("i-1"), offer, deadline=3600.0)
     return w, target, [now, provider, sink]
 
 
