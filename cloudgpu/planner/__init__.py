@@ -1,7 +1,8 @@
 """The planner: sizes a job's workload (memory, time, data, startup) on every offer that
 meets its resources, and ranks the candidates by what the whole job will cost.
 
-Public API: :func:`plan` with :class:`Plan` / :class:`Candidate`, :class:`StartupHistory`
+Public API: :func:`plan` with :class:`Plan` / :class:`Candidate` (and :class:`Estimates`
+to keep shape estimates between calls), :class:`StartupHistory`
 (learned startup times), :class:`RunHistory` (the user's measured runs, which correct
 later estimates), :func:`parse_workload` and the model table
 (:func:`lookup_model`, :func:`known_models`). The registry, offers and history are passed
@@ -12,13 +13,14 @@ from cloudgpu.planner.calibrate import Calibration, RunHistory
 from cloudgpu.planner.frameworks import resolve as resolve_framework
 from cloudgpu.planner.models import ModelArch, arch_from_params, known_models, lookup_model
 from cloudgpu.planner.overhead import StartupHistory
-from cloudgpu.planner.rank import OBJECTIVES, Candidate, Plan, plan, workload_of
+from cloudgpu.planner.rank import OBJECTIVES, Candidate, Estimates, Plan, plan, workload_of
 from cloudgpu.planner.workload import Workload, parse_workload
 
 __all__ = [
     "OBJECTIVES",
     "Calibration",
     "Candidate",
+    "Estimates",
     "ModelArch",
     "Plan",
     "RunHistory",

@@ -359,16 +359,21 @@ def suggest_fix(
 
 
 def min_gpus(
-    w: Workload, memory_gb: float, spec: GpuSpec | None, max_gpus: int = 1024
+    w: Workload,
+    memory_gb: float,
+    spec: GpuSpec | None,
+    max_gpus: int = 1024,
+    cache: MemoryCache | None = None,
 ) -> ShapeEstimate | None:
     """The smallest shape (8 GPUs per node beyond one node) of this GPU that fits ``w``."""
+    cache = cache if cache is not None else {}
     counts = [(k, 1) for k in (1, 2, 4, 8)]
     nodes = 2
     while 8 * nodes <= max_gpus and w.training:
         counts.append((8, nodes))
         nodes *= 2
     for per_node, n_nodes in counts:
-        est = estimate_shape(w, Shape(memory_gb, per_node, n_nodes), spec)
+        est = estimate_shape(w, Shape(memory_gb, per_node, n_nodes), spec, cache)
         if est.fits:
             return est
     return None

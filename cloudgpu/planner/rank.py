@@ -109,6 +109,23 @@ def workload_of(job: JobSpec) -> Workload | None:
         raise ConfigError(f"{where}{exc}", hint=exc.hint) from exc
 
 
+ShapeKey = tuple[Workload, int, str, float, int, float]
+
+
+@dataclass
+class Estimates:
+    """What plan() works out per machine shape, worth keeping between calls for the same
+    job (a service re-planning it over fresh offers, a test judging offers one at a
+    time): each shape's layout search, its cheapest fix, the fewest GPUs of a size that
+    fit, and memory per layout. Every entry is keyed by the workload and node count too,
+    so one instance may serve several jobs; plan() makes its own when given none."""
+
+    shapes: dict[ShapeKey, ShapeEstimate] = field(default_factory=dict)
+    fixes: dict[tuple[Workload, float, int, int], str] = field(default_factory=dict)
+    smallest: dict[tuple[Workload, float, str], ShapeEstimate | None] = field(default_factory=dict)
+    memory: MemoryCache = field(default_factory=dict)
+
+
 @dataclass
 class _Context:
     w: Workload | None
@@ -118,35 +135,41 @@ class _Context:
     data_bytes: float
     num_nodes: int
     has_checkpoint: bool = False
-    shapes: dict[tuple[str, float, int, float], ShapeEstimate] = field(default_factory=dict)
-    fixes: dict[tuple[float, int], str] = field(default_factory=dict)
-    memory: MemoryCache = field(default_factory=dict)
+    cache: Estimates = field(default_factory=Estimates)
 
     def spec(self, gpu: str) -> GpuSpec | None:
         return self.registry.spec(gpu)
 
     def shape_estimate(self, offer: Offer) -> ShapeEstimate:
         assert self.w is not None
-        key = (offer.gpu, offer.gpu_memory_gb, offer.gpu_count, offer.network_gbps)
-        est = self.shapes.get(key)
+        # Everything estimate_shape reads from the offer (the spec comes from its GPU).
+        key = (
+            self.w,
+            self.num_nodes,
+            offer.gpu,
+            offer.gpu_memory_gb,
+            offer.gpu_count,
+            offer.network_gbps,
+        )
+        est = self.cache.shapes.get(key)
         if est is None:
             spec = self.spec(offer.gpu)
             # A table without per-GPU memory (0) falls back to the GPU's datasheet figure.
             memory = offer.gpu_memory_gb or (spec.memory_gb if spec else 0.0)
             shape = Shape(memory, offer.gpu_count, self.num_nodes, offer.network_gbps)
-            est = estimate_shape(self.w, shape, spec, self.memory)
+            est = estimate_shape(self.w, shape, spec, self.cache.memory)
             if not est.fits and est.layout is not None:
                 est = _with_fix(est, self.fix(shape))
-            self.shapes[key] = est
+            self.cache.shapes[key] = est
         return est
 
     def fix(self, shape: Shape) -> str:
         """Fixes depend on memory only, so one search serves every GPU of that size."""
         assert self.w is not None
-        key = (shape.gpu_memory_gb, shape.gpus_per_node)
-        fix = self.fixes.get(key)
+        key = (self.w, shape.gpu_memory_gb, shape.gpus_per_node, shape.num_nodes)
+        fix = self.cache.fixes.get(key)
         if fix is None:
-            fix = self.fixes[key] = suggest_fix(self.w, shape, None, self.memory)
+            fix = self.cache.fixes[key] = suggest_fix(self.w, shape, None, self.cache.memory)
         return fix
 
 
@@ -273,9 +296,11 @@ def plan(
     runs: RunHistory | None = None,
     data_bytes: int | None = None,
     provider_regions: Mapping[str, Sequence[str]] | None = None,
+    estimates: Estimates | None = None,
 ) -> Plan:
     """Rank ``offers`` for ``job`` (see module docstring). ``provider_regions``: the
-    configured ``[providers.NAME] regions`` (cloudgpu.catalog.requirements)."""
+    configured ``[providers.NAME] regions`` (cloudgpu.catalog.requirements);
+    ``estimates``: shape estimates kept from earlier calls (:class:`Estimates`)."""
     if objective not in OBJECTIVES:
         raise ConfigError(f"unknown objective '{objective}' (one of {', '.join(OBJECTIVES)})")
     w = workload_of(job)
@@ -288,6 +313,7 @@ def plan(
         size,
         max(1, job.num_nodes),
         bool(job.checkpoint),
+        estimates if estimates is not None else Estimates(),
     )
     reqs = from_resources(
         job.resources, needs_gpu=w is not None, provider_regions=provider_regions
@@ -305,7 +331,7 @@ def plan(
     result = Plan(fitting, rejected, objective, workload=w, free=free)
     result.summary = _summary(result, len(offers), effective)
     if not fitting and w is not None:
-        result.needs = _nothing_fits(w, rejected, offers, registry, max_cost, job.limits)
+        result.needs = _nothing_fits(ctx, rejected, offers, max_cost, job.limits)
     return result
 
 
@@ -334,10 +360,9 @@ def _unnamed_free_tiers(
 
 
 def _nothing_fits(
-    w: Workload,
+    ctx: _Context,
     rejected: list[Candidate],
     offers: Sequence[Offer],
-    registry: GpuRegistry,
     max_cost: float | None,
     limits: Limits,
 ) -> str:
@@ -364,8 +389,8 @@ def _nothing_fits(
             f"{fast.offer.gpu} ({fast.offer.provider} {fast.offer.instance_type}), exceeds "
             f"limits.max_runtime {limits.max_runtime_s / 3600.0:,.1f} h"
         )
-    if any(c.memory_per_gpu_gb is not None for c in rejected):
-        return needs(w, offers, registry)
+    if ctx.w is not None and any(c.memory_per_gpu_gb is not None for c in rejected):
+        return needs(ctx.w, offers, ctx.registry, ctx.cache)
     return ""
 
 
@@ -378,8 +403,11 @@ def _summary(p: Plan, total: int, effective: str) -> str:
     return head + f"; ranked by {p.objective}"
 
 
-def needs(w: Workload, offers: Sequence[Offer], registry: GpuRegistry) -> str:
+def needs(
+    w: Workload, offers: Sequence[Offer], registry: GpuRegistry, cache: Estimates | None = None
+) -> str:
     """What would fit when nothing does: the fewest GPUs of the largest memory sizes."""
+    cache = cache if cache is not None else Estimates()
     sizes: dict[float, GpuSpec | None] = {}
     for o in offers:
         spec = registry.spec(o.gpu) if o.gpu_count else None
@@ -389,7 +417,11 @@ def needs(w: Workload, offers: Sequence[Offer], registry: GpuRegistry) -> str:
         sizes = {80.0: registry.spec("H100-SXM")}
     options = []
     for mem in sorted(sizes, reverse=True)[:3]:
-        est = min_gpus(w, mem, sizes[mem])
+        spec = sizes[mem]
+        key = (w, mem, spec.name if spec else "")
+        if key not in cache.smallest:
+            cache.smallest[key] = min_gpus(w, mem, spec, cache=cache.memory)
+        est = cache.smallest[key]
         if est is not None and est.layout is not None:
             how = est.layout.describe()
             options.append(f"{est.layout.n_gpus}x{mem:g} GB" + (f" with {how}" if how else ""))
