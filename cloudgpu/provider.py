@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -159,6 +159,11 @@ class CreateRequest:
     user_data: str = ""  # extra boot script (provider-specific injection)
     options: Mapping[str, Any] = field(default_factory=dict)
     batch: BatchJob | None = None  # the job itself, for Capabilities.batch providers only
+    # Multi-node jobs: every node's request names the same group (DNS-safe, unique to
+    # the job attempt: a placement group, a gang's name) and its own rank.
+    group: str = ""
+    node_rank: int = 0
+    num_nodes: int = 1
 
 
 @dataclass
@@ -214,6 +219,30 @@ class Provider(ABC):
         """Create one instance for ``request.offer``. Raise CapacityError/QuotaError when the
         offer cannot be had now (the lifecycle fails over); clean up anything partially
         created before raising."""
+
+    def create_nodes(self, requests: Sequence[CreateRequest]) -> list[Instance]:
+        """The nodes of one multi-node job (one offer, ranks 0..N-1), all or none: on a
+        failure nothing made stays. Providers that place nodes together (placement
+        groups) or gang-schedule them override it. Default: create() each in turn,
+        terminating those made when one fails."""
+        made: list[Instance] = []
+        try:
+            for request in requests:
+                made.append(self.create(request))
+        except BaseException:
+            for inst in made:
+                try:
+                    self.terminate(inst.id)
+                except Exception:  # the rest still go; the sweep finds what stays
+                    continue
+            raise
+        return made
+
+    def release_groups(self, tags: Mapping[str, str]) -> None:
+        """Delete what create_nodes made besides instances (placement groups) for groups
+        carrying ``tags`` whose instances are all gone; also the orphan sweep's call (with
+        the owner tag). Idempotent. Default: nothing to delete."""
+        return None
 
     @abstractmethod
     def describe(self, instance_id: str) -> Instance:

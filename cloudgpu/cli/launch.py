@@ -33,6 +33,7 @@ from cloudgpu.lifecycle import detach, states
 from cloudgpu.lifecycle.collect import COLLECT_GRACE_S, OutputsNotCollected
 from cloudgpu.lifecycle.deps import build_deps
 from cloudgpu.lifecycle.launch import create_job, new_job_id
+from cloudgpu.lifecycle.multinode import MultiNodeRun
 from cloudgpu.lifecycle.output import PREFIX, JobLog
 from cloudgpu.lifecycle.provision import Retry
 from cloudgpu.lifecycle.run import DEFAULT_DEADLINE_S, MAX_PREEMPTIONS, JobRun, LaunchOptions
@@ -110,7 +111,8 @@ def _show_plan(choice: Choice, *, err: bool = False) -> None:
     say(f"{choice.job.name}: {len(fits)} of {total} offer(s) fit; best first:")
     for i, c in enumerate(fits[:SHOWN], 1):
         est = _estimate(c)
-        line = describe_offer(c.offer) + (f"; {est}" if est else "")
+        many = f"{c.num_nodes} x " if c.num_nodes > 1 else ""
+        line = many + describe_offer(c.offer) + (f"; {est}" if est else "")
         say(f"  {i}. {line}{'   <- launch' if i == 1 else ''}")
     if len(fits) > SHOWN:
         say(f"  ... {len(fits) - SHOWN} more (used if these have no capacity)")
@@ -204,7 +206,7 @@ def launch(job_file: str, foreground_of: str | None, **flags: Any) -> None:
         return
     click.echo(f"job {job_id}  (log: {log_path})", err=True)
     try:
-        rc = _run(app, job, job_id, offers, log_path, opts, terminal=True)
+        rc = _run(app, job, job_id, offers, log_path, opts, terminal=True, nodes=choice.nodes)
     finally:
         if opts.as_json:  # the outcome, success or not, before any error line
             doc = job_dict(store, store.job(job_id), time.time(), provider_caps(app))
@@ -250,7 +252,7 @@ def _foreground(app: App, job_file: str, job_id: str, opts: Flags) -> None:
     except CloudGPUError as exc:
         store.update_job(job_id, state=states.FAILED, error=str(exc)[:500])
         raise
-    rc = _run(app, job, job_id, choice.offers, log_path, opts, terminal=False)
+    rc = _run(app, job, job_id, choice.offers, log_path, opts, terminal=False, nodes=choice.nodes)
     if rc:
         sys.exit(rc)
 
@@ -278,6 +280,7 @@ def _run(
     opts: Flags,
     *,
     terminal: bool,
+    nodes: dict[str, int] | None = None,
 ) -> int:
     # With --json, stdout carries only the JSON document: the job's output goes to stderr.
     out = sys.stderr.buffer if opts.as_json else None
@@ -297,7 +300,10 @@ def _run(
                 collect_grace_s=_seconds(app, "collect_grace", COLLECT_GRACE_S),
                 max_preemptions=max_preemptions(app),
             )
-            run = JobRun(deps, job_id, job, offers, options)
+            if job.max_nodes > 1:  # several nodes, or a range the planner chose within
+                run: JobRun = MultiNodeRun(deps, job_id, job, offers, options, nodes)
+            else:
+                run = JobRun(deps, job_id, job, offers, options)
             signals.first = run.interrupt
             rc = run.execute()
         _maybe_reaper(app, job, job_id, keep, log_path)

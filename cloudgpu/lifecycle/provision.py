@@ -22,6 +22,7 @@ from cloudgpu.catalog.offer import Offer, describe_offer
 from cloudgpu.errors import CapacityError, ProviderError, QuotaError
 from cloudgpu.lifecycle import states
 from cloudgpu.lifecycle.deps import Deps
+from cloudgpu.lifecycle.teardown import teardown_instance
 from cloudgpu.provider import (
     TAG_EXPIRES,
     TAG_INSTANCE,
@@ -90,12 +91,34 @@ def provision(
     """The first offer that can be had, running. ``deadline(offer)``: when that instance
     must stop billing (armed on the instance, and its expiry tag). ``batch`` is the job
     as batch providers take it (cloudgpu/batch.py); the others never see it."""
+    one = provision_nodes(
+        deps, job_id, job, offers, public_key=public_key, deadline=deadline,
+        excluded=excluded, retry=retry, batch=batch,
+    )  # fmt: skip
+    return one[0]
+
+
+def provision_nodes(
+    deps: Deps,
+    job_id: str,
+    job: JobSpec,
+    offers: Sequence[Offer],
+    *,
+    public_key: str,
+    deadline: Callable[[Offer], float],
+    excluded: set[str],
+    retry: Retry | None = None,
+    batch: BatchJob | None = None,
+    count: Callable[[Offer], int] = lambda _offer: 1,
+) -> list[Provisioned]:
+    """The nodes of the first offer that can be had, ``count(offer)`` of it, all or
+    none (a multi-node job's nodes are one offer's: same shape, zone and placement)."""
     round_ = 1
     while True:
         if round_ > 1:
             deps.sink.info(f"round {round_}: trying the ranked offers again")
         try:
-            return _walk(deps, job_id, job, offers, public_key, deadline, excluded, batch)
+            return _walk(deps, job_id, job, offers, public_key, deadline, excluded, batch, count)
         except _NoCapacity as exc:
             if retry is None or not exc.tried:
                 raise exc.error from None
@@ -124,15 +147,20 @@ def _walk(
     deadline: Callable[[Offer], float],
     excluded: set[str],
     batch: BatchJob | None = None,
-) -> Provisioned:
+    count: Callable[[Offer], int] = lambda _offer: 1,
+) -> list[Provisioned]:
     """One walk down the ranked offers; _NoCapacity when none could be had."""
     tried: list[str] = []
     for offer in offers:
         if offer.key in excluded:
             continue
-        deps.sink.info(f"provisioning {describe_offer(offer)}")
+        n = count(offer)
+        if n > 1 and not deps.provider(offer.provider).capabilities.multi_node:
+            deps.sink.info(f"skipping {offer.key}: {offer.provider} runs no multi-node jobs")
+            continue
+        deps.sink.info(f"provisioning {f'{n} x ' if n > 1 else ''}{describe_offer(offer)}")
         try:
-            got = _attempt(deps, job_id, job, offer, public_key, deadline(offer), batch)
+            got = _attempt(deps, job_id, job, offer, n, public_key, deadline(offer), batch)
         except (CapacityError, QuotaError) as exc:
             why = str(exc)
             deps.sink.info(f"  not available: {why}")
@@ -156,41 +184,80 @@ def _attempt(
     job_id: str,
     job: JobSpec,
     offer: Offer,
+    n: int,
     public_key: str,
     deadline: float,
     batch: BatchJob | None = None,
-) -> Provisioned:
+) -> list[Provisioned]:
     provider = deps.provider(offer.provider)
-    rec_id = f"i-{uuid.uuid4().hex[:10]}"
     # The lease says a client holds the instance: renewed while the lifecycle runs where
     # the provider can update tags, else good until the instance's own deadline.
     lease = deps.clock() + LEASE_S if provider.capabilities.lease_tags else deadline
-    tags = {
-        TAG_JOB: job_id,
-        TAG_OWNER: deps.owner,
-        TAG_EXPIRES: str(int(deadline)),
-        TAG_INSTANCE: rec_id,
-        TAG_LEASE: str(int(lease)),
-    }
-    token = uuid.uuid4().hex
-    deps.store.add_instance(_record(job_id, offer, rec_id, token, tags))
-    request = CreateRequest(
-        offer=offer,
-        name=f"{job_id}-{rec_id[2:8]}",
-        tags=tags,
-        ssh_public_key=public_key,
-        image=job.resources.image,
-        disk_gb=job.resources.disk_gb,
-        deadline=deadline,
-        idempotency_token=token,
-        batch=batch if provider.capabilities.batch else None,
-    )
+    group = f"cg-{uuid.uuid4().hex[:10]}" if n > 1 else ""
+    requests = []
+    for rank in range(n):
+        rec_id = f"i-{uuid.uuid4().hex[:10]}"
+        tags = {
+            TAG_JOB: job_id,
+            TAG_OWNER: deps.owner,
+            TAG_EXPIRES: str(int(deadline)),
+            TAG_INSTANCE: rec_id,
+            TAG_LEASE: str(int(lease)),
+        }
+        token = uuid.uuid4().hex
+        deps.store.add_instance(_record(job_id, offer, rec_id, token, tags))
+        requests.append(
+            CreateRequest(
+                offer=offer,
+                name=f"{job_id}-{rec_id[2:8]}",
+                tags=tags,
+                ssh_public_key=public_key,
+                image=job.resources.image,
+                disk_gb=job.resources.disk_gb,
+                deadline=deadline,
+                idempotency_token=token,
+                batch=batch if provider.capabilities.batch else None,
+                group=group,
+                node_rank=rank,
+                num_nodes=n,
+            )
+        )
     try:
-        inst = provider.create(request)
+        made = provider.create_nodes(requests) if n > 1 else [provider.create(requests[0])]
     except (CapacityError, QuotaError):
         # The contract: a failed create cleaned up after itself; nothing is billing.
-        deps.store.update_instance(rec_id, state=states.I_TERMINATED, terminated_at=deps.clock())
+        for r in requests:
+            deps.store.update_instance(
+                r.tags[TAG_INSTANCE], state=states.I_TERMINATED, terminated_at=deps.clock()
+            )
         raise
+    nodes = [
+        _created(deps, job_id, r.tags[TAG_INSTANCE], provider, inst, offer, deadline)
+        for r, inst in zip(requests, made, strict=True)
+    ]
+    try:
+        for got in nodes:
+            got.instance = wait_running(deps, got)
+    except ProviderError as exc:
+        if n == 1:
+            raise
+        # One node that will not run fails the whole group: the others go too (verified,
+        # spend recorded), and the walk moves on to the next offer.
+        for got in nodes:
+            teardown_instance(deps, deps.store.instance(got.record_id))
+        raise CapacityError(f"{n} x {offer.instance_type}: {exc}", provider=offer.provider) from exc
+    return nodes
+
+
+def _created(
+    deps: Deps,
+    job_id: str,
+    rec_id: str,
+    provider: Provider,
+    inst: Instance,
+    offer: Offer,
+    deadline: float,
+) -> Provisioned:
     deps.store.update_instance(
         rec_id,
         provider_id=inst.id,
@@ -201,9 +268,7 @@ def _attempt(
         price_per_hour=inst.price_per_hour or offer.price_per_hour,
     )
     deps.store.add_event(job_id, "instance_created", f"{inst.id} ({offer.key})", rec_id)
-    got = Provisioned(rec_id, provider, inst, offer, deadline)
-    got.instance = wait_running(deps, got)
-    return got
+    return Provisioned(rec_id, provider, inst, offer, deadline)
 
 
 def _record(
@@ -262,4 +327,5 @@ def ssh_dict(inst: Instance) -> dict[str, object]:
         "fingerprints": list(s.host_key_fingerprints),
         "nvme": inst.nvme_mount,
         **({"launcher": list(s.launcher)} if s.launcher else {}),
+        **({"address": inst.private_address} if inst.private_address else {}),
     }

@@ -49,15 +49,24 @@ class Watcher:
         self.stop = threading.Event()
         self.reason: str | None = None
         self.detail = ""
-        self._target: Provisioned | None = None
+        self._targets: list[Provisioned] = []  # every node of the job (rank 0 first)
         self._notice_asked = float("-inf")  # when preemption_notice() was last called
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def watch(self, target: Provisioned) -> None:
-        """Start (or retarget after re-provisioning) watching ``target``."""
+    @property
+    def _target(self) -> Provisioned | None:
+        return self._targets[0] if self._targets else None
+
+    @_target.setter
+    def _target(self, target: Provisioned | None) -> None:
+        self._targets = [target] if target is not None else []
+
+    def watch(self, target: Provisioned, *more: Provisioned) -> None:
+        """Start (or retarget after re-provisioning) watching ``target`` and ``more``
+        (the other nodes of a multi-node job: losing any one ends the run)."""
         notice_interval(target.provider)  # a bad config value fails here, not every second
-        self._target = target
+        self._targets = [target, *more]
         self._notice_asked = float("-inf")
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name="cloudgpu-watch", daemon=True)
@@ -70,7 +79,7 @@ class Watcher:
 
     def reset(self) -> None:
         """Clear a handled preemption; nothing is watched until the next watch()."""
-        self._target = None
+        self._targets = []
         self.reason, self.detail = None, ""
         self.stop.clear()
 
@@ -129,19 +138,23 @@ class Watcher:
                     MAX_COST, f"max_cost ${lim.max_cost:.2f} reached (${spent:.4f}): stopping"
                 )
                 return
-        t = self._target
-        if t is None:
+        targets = list(self._targets)
+        if not targets:
             return
-        if t.provider.capabilities.preemption_notice and self._may_ask(t.provider, now):
-            at = t.provider.preemption_notice(t.instance)
-            if at is not None:
-                self.trip(
-                    PREEMPTED,
-                    f"spot preemption notice for {t.instance.id} (in {max(0.0, at - now):.0f} s)",
-                )
+        first = targets[0].provider
+        if first.capabilities.preemption_notice and self._may_ask(first, now):
+            for t in targets:
+                at = t.provider.preemption_notice(t.instance)
+                if at is not None:
+                    left = max(0.0, at - now)
+                    self.trip(
+                        PREEMPTED, f"spot preemption notice for {t.instance.id} (in {left:.0f} s)"
+                    )
+                    return
+        for t in targets if describe else ():
+            if t.provider.describe(t.instance.id).state.is_gone:
+                self.trip(PREEMPTED, f"instance {t.instance.id} vanished")
                 return
-        if describe and t.provider.describe(t.instance.id).state.is_gone:
-            self.trip(PREEMPTED, f"instance {t.instance.id} vanished")
 
     def _may_ask(self, provider: Provider, now: float) -> bool:
         """Whether the outside poll is due: at most once every notice_interval()."""

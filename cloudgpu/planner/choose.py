@@ -63,9 +63,14 @@ class Choice:
 
     @property
     def candidates(self) -> list[Candidate]:
-        """What a launch tries, in order: fitting single-node candidates (multi-node
-        placement is the lifecycle's own business)."""
-        return [c for c in self.plan.candidates if c.num_nodes == 1]
+        """What a launch tries, in order: the fitting candidates, each at the node count
+        the planner chose (the job's num_nodes, or its pick within a range)."""
+        return list(self.plan.candidates)
+
+    @property
+    def nodes(self) -> dict[str, int]:
+        """Offer key -> nodes to provision of it."""
+        return {c.offer.key: c.num_nodes for c in self.candidates}
 
     @property
     def offers(self) -> list[Offer]:

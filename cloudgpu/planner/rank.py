@@ -305,26 +305,39 @@ def plan(
         raise ConfigError(f"unknown objective '{objective}' (one of {', '.join(OBJECTIVES)})")
     w = workload_of(job)
     size = float(data_bytes) if data_bytes is not None else (w.data_size if w else 0.0)
-    ctx = _Context(
-        w,
-        registry,
-        history or StartupHistory(),
-        runs or RunHistory(),
-        size,
-        max(1, job.num_nodes),
-        bool(job.checkpoint),
-        estimates if estimates is not None else Estimates(),
-    )
+    # One context per node count the job allows ("num_nodes: 1-4"): each offer is judged
+    # at every count and keeps its best by the objective (cost, time), scaling included.
+    # They share one Estimates: its entries are keyed by node count.
+    cache = estimates if estimates is not None else Estimates()
+    ctxs = [
+        _Context(
+            w,
+            registry,
+            history or StartupHistory(),
+            runs or RunHistory(),
+            size,
+            n,
+            bool(job.checkpoint),
+            cache,
+        )
+        for n in job.node_counts
+    ]
+    ctx = ctxs[0]
     reqs = from_resources(
         job.resources, needs_gpu=w is not None, provider_regions=provider_regions
     ).compile(registry)
     fitting: list[Candidate] = []
     rejected: list[Candidate] = []
     max_cost = job.limits.max_cost
-    for offer in offers:
-        cand = _candidate(ctx, reqs.reason(offer), offer, job.limits)
-        (fitting if cand.fits else rejected).append(cand)
     effective = objective if w is not None else "hourly"
+    for offer in offers:
+        reason = reqs.reason(offer)
+        cand = _candidate(ctx, reason, offer, job.limits)
+        if len(ctxs) > 1:
+            cands = [cand, *(_candidate(c, reason, offer, job.limits) for c in ctxs[1:])]
+            fits = [c for c in cands if c.fits]
+            cand = min(fits, key=lambda c: _sort_key(effective, c)) if fits else cand
+        (fitting if cand.fits else rejected).append(cand)
     fitting.sort(key=lambda c: _sort_key(effective, c))
     free = _unnamed_free_tiers(ctx, job, offers, rejected, registry, provider_regions)
     rejected.sort(key=lambda c: (c.price_per_hour, c.offer.key))

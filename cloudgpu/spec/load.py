@@ -319,7 +319,8 @@ def _build(walk: _Walk, tree: dict[str, Any], file: str, base_dir: str) -> JobSp
         env=tree.get("env", {}),
         limits=Limits(**_fields(schema.LIMITS, tree.get("limits", {}))),
         **_checkpoint(tree.get("checkpoint")),
-        num_nodes=_num_nodes(walk, tree),
+        num_nodes=_num_nodes(walk, tree)[0],
+        max_nodes=_num_nodes(walk, tree)[1],
         source=file,
         base_dir=base_dir,
     )
@@ -338,20 +339,10 @@ def _checkpoint(parsed: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def _num_nodes(walk: _Walk, tree: dict[str, Any]) -> int:
-    if "num_nodes" not in tree:
-        return 1
-    value, node = tree["num_nodes"], walk.nodes["num_nodes"]
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise walk.err(node, "num_nodes", f"expected a whole number >= 1, got {shown(value)}")
-    if value > 1:
-        raise walk.err(
-            node,
-            "num_nodes",
-            f"multi-node jobs ({value} nodes) are not supported yet; expected num_nodes: 1",
-            hint="run on one node with more GPUs, e.g. gpu: H100:8",
-        )
-    return value
+def _num_nodes(walk: _Walk, tree: dict[str, Any]) -> tuple[int, int]:
+    """(fewest, most) nodes: parsed by schema.NUM_NODES as the walk checked it."""
+    value = tree.get("num_nodes", 1)
+    return value if isinstance(value, tuple) else (int(value), int(value))
 
 
 def _verdict(walk: _Walk, job: JobSpec, checks: JobChecks) -> None:

@@ -74,6 +74,13 @@ class JobSpec:
     limits: Limits = field(default_factory=Limits)
     checkpoint: str | None = None
     checkpoint_every_s: float = 300.0  # synced back this often while the job runs
-    num_nodes: int = 1
+    num_nodes: int = 1  # nodes, or the fewest of a range ("1-4")
+    max_nodes: int = 1  # the most of a range; == num_nodes when fixed
+
+    @property
+    def node_counts(self) -> range:
+        """The node counts the planner may choose among."""
+        return range(self.num_nodes, max(self.num_nodes, self.max_nodes) + 1)
+
     source: str = ""  # the file it came from (for messages)
     base_dir: str = ""  # directory relative local paths resolve against

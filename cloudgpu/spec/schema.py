@@ -461,10 +461,35 @@ ENV = Block(
     description="environment variables of setup and run (nothing else is passed on)",
 )
 
+MAX_NODES = 64
+NODES_RANGE = r"^\s*([1-9][0-9]*)\s*-\s*([1-9][0-9]*)\s*$"
+_NODES_RE = re.compile(NODES_RANGE)
+
+
+def _nodes(value: Any) -> tuple[int, int]:
+    """``num_nodes: 4`` -> (4, 4); ``num_nodes: "1-4"`` -> (1, 4): the planner picks."""
+    form = f'a whole number 1..{MAX_NODES} or a range like "1-4"'
+    if isinstance(value, int) and not isinstance(value, bool):
+        lo = hi = value
+    elif isinstance(value, str) and (m := _NODES_RE.match(value)):
+        lo, hi = int(m.group(1)), int(m.group(2))
+    else:
+        raise ValueError(f"expected {form}, got {shown(value)}")
+    if not 1 <= lo <= hi <= MAX_NODES:
+        raise ValueError(f"expected {form} (low <= high <= {MAX_NODES}), got {shown(value)}")
+    return lo, hi
+
+
 NUM_NODES = Value(
-    {"type": "integer", "const": 1},
-    lambda v: v,  # checked in cloudgpu.spec.load (it explains what to do instead)
-    "multi-node: not yet",
+    {
+        "anyOf": [
+            {"type": "integer", "minimum": 1, "maximum": MAX_NODES},
+            {"type": "string", "pattern": NODES_RANGE},
+        ]
+    },
+    _nodes,
+    "nodes (instances of one offer, started with torchrun's rendezvous variables); "
+    'a range "1-4" lets the planner choose by total cost',
 )
 
 JOB = Block(

@@ -60,6 +60,7 @@ class SimProvider(Provider):
     name: ClassVar[str] = NAME
     capabilities: ClassVar[Capabilities] = Capabilities(
         spot=True,
+        multi_node=True,  # instances share this host's loopback: they reach each other
         preemption_notice=True,
         notice_poll_s=0.0,  # its notice is a local file: read it every watch poll
         local_nvme=True,
@@ -340,6 +341,7 @@ class SimProvider(Provider):
             price_per_hour=float(offer["price_per_hour"]),
             launched_at=st.get("launched_at"),
             nvme_mount=st["nvme_mount"],
+            private_address="127.0.0.1",
             extra={
                 "terminated_at": st.get("terminated_at"),
                 "reason": st.get("reason", ""),

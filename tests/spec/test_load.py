@@ -148,10 +148,14 @@ def test_missing_data_path(tmp_path: Path) -> None:
     assert "does not exist" in str(e) and "nope" in str(e)
 
 
-def test_num_nodes_rejected(tmp_path: Path) -> None:
-    e = error_of(tmp_path, "name: x\nrun: y\nnum_nodes: 4\n")
-    assert e.key == "num_nodes" and "not supported yet" in str(e)
-    assert e.hint
+def test_num_nodes_fixed_or_a_range(tmp_path: Path) -> None:
+    fixed = load_job(write(tmp_path, "name: x\nrun: y\nnum_nodes: 4\n"))
+    assert (fixed.num_nodes, fixed.max_nodes, list(fixed.node_counts)) == (4, 4, [4])
+    ranged = load_job(write(tmp_path, 'name: x\nrun: y\nnum_nodes: "1-3"\n'))
+    assert (ranged.num_nodes, ranged.max_nodes, list(ranged.node_counts)) == (1, 3, [1, 2, 3])
+    for bad in ("0", '"3-1"', "65", '"two"', "true"):
+        e = error_of(tmp_path, f"name: x\nrun: y\nnum_nodes: {bad}\n")
+        assert e.key == "num_nodes" and 'a range like "1-4"' in str(e)
 
 
 def test_bad_name(tmp_path: Path) -> None:
