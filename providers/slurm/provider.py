@@ -45,6 +45,7 @@ from cloudgpu.provider import (
 
 OFFERS_TTL_S = 60.0  # sinfo answers are reused this long (plan, then launch)
 SETTLE_S = 5.0  # after sbatch: how long to watch for "never starts" / "busy"
+CANCEL_WAIT_S = 120.0  # Slurm's KillWait (30 s by default) and the epilog, with margin
 _ID_RE = re.compile(r"^slurm-(\d+)-(\d+)$")
 
 
@@ -287,6 +288,13 @@ class SlurmProvider(Provider):
         if out[0] != 0 and "Invalid job id" not in out[2]:
             raise slurm_error("scancel", out[0], out[2])
         (self._dir / f"job-{job_id}.json").unlink(missing_ok=True)
+        # Verified, not just asked for: COMPLETING lasts while slurmd kills the steps.
+        waited = 0.0
+        while (row := self._row(job_id)) is not None and not _state(row).is_gone:
+            if waited >= CANCEL_WAIT_S:
+                raise slurm_error("scancel", 1, f"job {job_id} still {row.state} after scancel")
+            self.ctx.sleep(0.25)
+            waited += 0.25
 
     # -- instance records ------------------------------------------------------------
 

@@ -148,7 +148,7 @@ def test_range_lets_the_planner_choose(tmp_path: Path, cloudgpu_home: Path) -> N
 def _node(i: int, gpus: int = 8) -> Provisioned:
     o = Offer("x", "t", "r", "z", "on_demand", "H100-SXM", gpus, 80, 96, 1000, 10.0)
     inst = Instance(f"n{i}", "x", InstanceState.RUNNING, private_address=f"10.0.0.{i + 1}")
-    return Provisioned(f"i-{i}", None, inst, o)  # type: ignore[arg-type]
+    return Provisioned(f"i-{i}", None, inst, o, 0.0)  # type: ignore[arg-type]
 
 
 def test_rendezvous_env() -> None:
