@@ -63,6 +63,7 @@ class Capabilities:
     notice_poll_s: float = 10.0  # preemption_notice() at most this often (config overrides)
     billing_granularity_s: int = 1  # 1 = per second, 60 = per minute, 3600 = per hour
     minimum_billed_s: int = 0  # e.g. 60 for AWS Linux
+    startup_s: float = 300.0  # typical create -> ready; the planner's guess before it has data
     # Instances are fresh VMs made for one job and thrown away: the bootstrap may RAID0 +
     # format their empty local NVMe disks and power them off at the deadline. Never set it
     # for machines the user owns, this computer, or instances sharing a host (sim).

@@ -42,7 +42,11 @@ RECORD = "instance.json"
 class LocalProvider(Provider):
     name: ClassVar[str] = "local"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        remote=False, local_nvme=True, idempotent_create=True, billing_granularity_s=1
+        startup_s=0.0,  # create -> ready: this machine: nothing to boot
+        remote=False,
+        local_nvme=True,
+        idempotent_create=True,
+        billing_granularity_s=1,
     )
 
     @property

@@ -121,7 +121,10 @@ def parse_hosts(config: Mapping[str, Any]) -> list[Host]:
 class SSHProvider(Provider):
     name: ClassVar[str] = "ssh"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        remote=True, local_nvme=True, idempotent_create=True
+        startup_s=30.0,  # create -> ready: an SSH connection and a host check
+        remote=True,
+        local_nvme=True,
+        idempotent_create=True,
     )
 
     @property

@@ -2,10 +2,10 @@
 
 Specs come from the bundled ``data/gpus.csv`` (one row per model, each with its source
 and date). This module answers three questions: the spec of a name, the canonical name
-of a provider's spelling (:meth:`GpuRegistry.canonical`), and which canonical names a
-user's query means (:meth:`GpuRegistry.matches`). It must not know about prices, offers
-or providers' APIs; provider-specific spellings are data (aliases) plus the few
-context rules below that need memory or the provider to decide.
+of a spelling (:meth:`GpuRegistry.canonical`), and which canonical names a user's query
+means (:meth:`GpuRegistry.matches`). It must not know about prices, offers, providers or
+their APIs: spellings are data (aliases) plus the few rules below that need the memory
+size to decide; what a name means at one provider only is that provider's code.
 """
 
 from __future__ import annotations
@@ -62,73 +62,36 @@ def _segment_prefixes(name: str) -> list[str]:
     return ["-".join(parts[:i]) for i in range(1, len(parts))]
 
 
-# Provider spellings that need context (memory, provider) to pick a variant. The table's
-# AcceleratorName "A100" is 40 GB on AWS p4d / GCP a2-highgpu but 80 GB elsewhere; RunPod
-# sells "H100" (PCIe) next to "H100-SXM"; Vast lists an H100 NVL as "H100" with 94 GB.
-def _a100(mem: float | None, provider: str | None) -> str:
+# Spellings that need the memory size to pick a variant. The table's AcceleratorName
+# "A100" is 40 GB on AWS p4d / GCP a2-highgpu but 80 GB elsewhere; an "H100" with 94 GB
+# is the NVL card. Spellings that mean different cards at different providers (RunPod's
+# plain "H100" is its PCIe card) are the provider's to map, in its own parsing code.
+def _a100(mem: float | None) -> str:
     return "A100-80GB-SXM" if mem and mem >= 60 else "A100-40GB-SXM"
 
 
-def _a100_80(mem: float | None, provider: str | None) -> str:
-    # RunPod's plain "A100-80GB" is its PCIe card; it names the SXM one A100-80GB-SXM.
-    return "A100-80GB-PCIe" if provider == "runpod" else "A100-80GB-SXM"
+def _h100(mem: float | None) -> str:
+    return "H100-NVL" if mem and mem >= 90 else "H100-SXM"
 
 
-def _h100(mem: float | None, provider: str | None) -> str:
-    if mem and mem >= 90:
-        return "H100-NVL"
-    return "H100-PCIe" if provider == "runpod" else "H100-SXM"
-
-
-def _v100(mem: float | None, provider: str | None) -> str:
+def _v100(mem: float | None) -> str:
     return "V100-32GB" if mem and mem >= 24 else "V100-16GB"
 
 
-def _fixed(name: str) -> Callable[[float | None, str | None], str]:
-    return lambda mem, provider: name
+def _fixed(name: str) -> Callable[[float | None], str]:
+    return lambda mem: name
 
 
-_CONTEXT_RULES: dict[str, Callable[[float | None, str | None], str]] = {
+_CONTEXT_RULES: dict[str, Callable[[float | None], str]] = {
     "A100": _a100,
-    "A10080GB": _a100_80,
-    "A10040GB": lambda mem, provider: "A100-40GB-SXM",
+    "A10080GB": _fixed("A100-80GB-SXM"),
+    "A10040GB": _fixed("A100-40GB-SXM"),
     "H100": _h100,
     "H100PCIE": _fixed("H100-PCIe"),
     "V100": _v100,
     "H200": _fixed("H200-SXM"),
     "NVIDIA": _fixed(""),  # AWS GpuInfo for some instance types: not a model name
 }
-
-# Azure prices whole VM sizes; the GPU is in the size name. Documented sizes:
-# https://learn.microsoft.com/azure/virtual-machines/sizes/overview (GPU accelerated).
-_AZURE_SIZES: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"^STANDARD_ND\d+IS?R_H100_V5$"), "H100-SXM"),
-    (re.compile(r"^STANDARD_NCC?\d+ADS?I?S?_H100_V5$"), "H100-NVL"),
-    (re.compile(r"^STANDARD_ND\d+IS?R_H200_V5$"), "H200-SXM"),
-    (re.compile(r"^STANDARD_ND\d+IS?R_MI300X_V5$"), "MI300X"),
-    (re.compile(r"^STANDARD_ND\d+AMSR_A100_V4$"), "A100-80GB-SXM"),
-    (re.compile(r"^STANDARD_ND\d+ASR_V4$"), "A100-40GB-SXM"),
-    (re.compile(r"^STANDARD_NC\d+ADS_A100_V4$"), "A100-80GB-PCIe"),
-    (re.compile(r"^STANDARD_NC\d+ADS_A10_V4$"), "A10"),
-    (re.compile(r"^STANDARD_NV\d+ADM?S_A10_V5$"), "A10"),
-    (re.compile(r"^STANDARD_NC\d+AS_T4_V3$"), "T4"),
-    (re.compile(r"^STANDARD_NC\d+ADS_L4_V\d$"), "L4"),
-    (re.compile(r"^STANDARD_ND\d+R?S_V[23]$"), "V100-32GB"),
-    (re.compile(r"^STANDARD_NC\d+R?S_V3$"), "V100-16GB"),
-    (re.compile(r"^STANDARD_NC\d+R?(_PROMO)?$"), "K80"),
-    (re.compile(r"^STANDARD_NV\d+AS_V4$"), "MI25"),
-    (re.compile(r"^STANDARD_NV\d+S?_V3$"), "M60"),
-    (re.compile(r"^STANDARD_NV\d+(_PROMO)?$"), "M60"),
-]
-
-
-def azure_size_gpu(size: str) -> str | None:
-    """Canonical GPU of an Azure VM size name, None when the size is not a known GPU size."""
-    key = size.strip().upper()
-    for pattern, name in _AZURE_SIZES:
-        if pattern.match(key):
-            return name
-    return None
 
 
 class GpuRegistry:
@@ -163,23 +126,17 @@ class GpuRegistry:
             raise self._unknown(name)
         return spec
 
-    def canonical(
-        self, raw: str, memory_gb: float | None = None, provider: str | None = None
-    ) -> str | None:
+    def canonical(self, raw: str, memory_gb: float | None = None) -> str | None:
         """Canonical name of a provider's spelling, or None when unknown.
 
-        ``memory_gb`` (per GPU) tells A100 40 GB from 80 GB and V100 16 from 32 GB;
-        ``provider`` decides names that mean different cards at different providers.
-        Azure VM size names (``Standard_ND96isr_H100_v5``) are accepted too.
+        ``memory_gb`` (per GPU) tells A100 40 GB from 80 GB and V100 16 from 32 GB.
         """
         if not raw or not raw.strip():
             return None
         key = compact(raw)
-        if raw.strip().upper().startswith("STANDARD_N"):
-            return azure_size_gpu(raw)
         rule = _CONTEXT_RULES.get(key)
         if rule is not None:
-            return rule(memory_gb, provider) or None
+            return rule(memory_gb) or None
         if key in self._names:
             return self._names[key]
         if key in self._aliases:

@@ -24,7 +24,6 @@ from cloudgpu.cli.sources import choose, startup_history
 from cloudgpu.errors import ConfigError
 from cloudgpu.lifecycle.deps import build_deps
 from cloudgpu.lifecycle.output import JobLog
-from cloudgpu.planner.overhead import StartupHistory
 from cloudgpu.provider import Provider
 from cloudgpu.runners.github import GitHubClient
 from cloudgpu.runners.naming import repo_owner_tag
@@ -72,7 +71,7 @@ def make_runners(app: App, repo: str, store: Store | None = None) -> Runners:
     app.paths.ensure()
     sink = JobLog(app.paths.logs_dir / f"runner-{repo_owner_tag(repo)}.log", terminal=True)
     deps = build_deps(store=store, registry=app.registry, sink=sink, owner=repo_owner_tag(repo))
-    history = StartupHistory.from_store(store)
+    history = startup_history(app)
     source = RunnerSource(
         url=_opt(cfg.get("runner_url")),
         sha256=_opt(cfg.get("runner_sha256")),

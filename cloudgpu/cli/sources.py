@@ -14,9 +14,10 @@ from cloudgpu.catalog.catalog import bundled_providers, cached_providers, load_c
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.cli.context import App
+from cloudgpu.errors import CloudGPUError
 from cloudgpu.planner.calibrate import RunHistory
 from cloudgpu.planner.choose import Choice, OfferSources, local_data_bytes, plan_job
-from cloudgpu.planner.overhead import StartupHistory
+from cloudgpu.planner.overhead import FALLBACK_STARTUP_S, StartupHistory
 from cloudgpu.spec.model import JobSpec
 
 
@@ -41,12 +42,23 @@ def offer_sources(app: App) -> OfferSources:
 
 
 def startup_history(app: App) -> StartupHistory:
-    """Measured startup times from the state store (none yet: an empty history)."""
+    """Measured startup times from the state store, and each provider's own typical
+    figure where there are none (read from its class when first asked for)."""
+    seen: dict[str, float] = {}
+
+    def default_of(name: str) -> float:
+        if name not in seen:
+            try:
+                seen[name] = app.registry.provider_class(name).capabilities.startup_s
+            except (CloudGPUError, ImportError):
+                seen[name] = FALLBACK_STARTUP_S  # not installed (a what-if, an estimate)
+        return seen[name]
+
     if not app.paths.state_db.exists():
-        return StartupHistory()
+        return StartupHistory(default_of=default_of)
     store = app.store()
     try:
-        return StartupHistory.from_store(store)
+        return StartupHistory.from_store(store).with_defaults(default_of)
     finally:
         store.close()
 

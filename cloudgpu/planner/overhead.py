@@ -3,10 +3,10 @@ interruptions.
 
 Defaults and their grounds (all are assumptions a user can override or the state store
 replaces with measurements):
-- Startup (boot + image + setup) per provider, seconds: a first guess from typical cloud
-  VM boot times (a minute or two for a VM to be reachable over SSH, plus driver and
-  image setup); replaced by the median of the user's own past launches when the store
-  has any (StartupHistory.from_store).
+- Startup (boot + image + setup) per provider, seconds: each provider's own typical
+  figure (Capabilities.startup_s, declared by the plugin, handed in as ``default_of``);
+  replaced by the median of the user's own past launches when the store has any
+  (StartupHistory.from_store).
 - Staging: data moves at the slowest of the source (assumed 10 Gbit/s unless the offer's
   network is slower), 80% of the offer's network, and the write rate of the destination
   (local NVMe ~1.5 GB/s per device for writes, a network disk ~0.25 GB/s).
@@ -25,23 +25,12 @@ handed; it must not pick or rank offers.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from cloudgpu.state.store import InstanceRecord, Store
 
-DEFAULT_STARTUP_S: Mapping[str, float] = {
-    "local": 0.0,
-    "ssh": 30.0,
-    "sim": 5.0,
-    "aws": 240.0,
-    "gcp": 240.0,
-    "azure": 360.0,
-    "runpod": 180.0,
-    "lambda": 300.0,
-    "vast": 300.0,
-}
-FALLBACK_STARTUP_S = 300.0
+FALLBACK_STARTUP_S = 300.0  # a provider that declares nothing: a VM reachable in minutes
 SOURCE_GBPS = 10.0  # Gbit/s the data source is assumed to deliver
 NVME_WRITE_GBS = 1.5
 NVME_READ_GBS = 2.7
@@ -53,6 +42,11 @@ class StartupHistory:
     """Measured startup seconds per provider (create call -> instance ready)."""
 
     samples: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    # The provider's own typical startup when there are no samples (its capabilities).
+    default_of: Callable[[str], float] = field(default=lambda name: FALLBACK_STARTUP_S)
+
+    def with_defaults(self, default_of: Callable[[str], float]) -> StartupHistory:
+        return StartupHistory(self.samples, default_of)
 
     @classmethod
     def from_instances(cls, records: Iterable[InstanceRecord], last: int = 20) -> StartupHistory:
@@ -76,7 +70,7 @@ class StartupHistory:
         seen = self.samples.get(provider)
         if seen:
             return float(statistics.median(seen))
-        return DEFAULT_STARTUP_S.get(provider, FALLBACK_STARTUP_S)
+        return float(self.default_of(provider))
 
     def is_measured(self, provider: str) -> bool:
         return bool(self.samples.get(provider))

@@ -54,6 +54,7 @@ SPOT_NOTICE_S = 120.0  # AWS gives two minutes from the notice
 class AWSProvider(Provider):
     name: ClassVar[str] = "aws"
     capabilities: ClassVar[Capabilities] = Capabilities(
+        startup_s=240.0,  # create -> ready: VM boot, SSH, driver and image setup
         spot=True,
         stop=True,
         multi_node=False,

@@ -207,7 +207,7 @@ def build_offers(
     """
     offers: list[Offer] = []
     for name, t in sorted(types.items()):
-        canonical = gpus.canonical(t.gpu_raw, t.gpu_memory_gb, provider="aws")
+        canonical = gpus.canonical(t.gpu_raw, t.gpu_memory_gb)
         spec = gpus.spec(canonical) if canonical else None
         gpu = spec.name if spec else t.gpu_raw
         mem = t.gpu_memory_gb

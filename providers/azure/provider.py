@@ -71,6 +71,7 @@ DEFAULT_IP_LOOKUP = "https://api.ipify.org"
 class AzureProvider(Provider):
     name = "azure"
     capabilities = Capabilities(
+        startup_s=360.0,  # create -> ready: a resource group, its network and a VM
         spot=True,
         preemption_notice=True,  # Scheduled Events "Preempt", read by watchers/azure.sh
         local_nvme=True,
@@ -417,7 +418,7 @@ def _canonicalizer() -> retail.Canonicalize:
 
     def canonical(raw: str, memory_gb: float) -> str | None:
         try:
-            found = registry.canonical(raw, memory_gb, provider="azure")
+            found = sizes.size_gpu(raw) or registry.canonical(raw, memory_gb)
         except CatalogError:
             return None
         return found or None

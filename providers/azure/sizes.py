@@ -16,24 +16,32 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-# Series patterns -> (GPU model as the size docs name it, memory per GPU in GB).
-# Source: learn.microsoft.com/azure/virtual-machines/sizes/gpu-accelerated/ (2026-12-01).
-# Order matters: the more specific pattern first.
-_SERIES: tuple[tuple[re.Pattern[str], str, float], ...] = tuple(
-    (re.compile(rf"^Standard_{pat}$", re.I), model, mem)
-    for pat, model, mem in (
-        (r"NC\d+as_T4_v3", "T4", 16.0),
-        (r"NC\d+ads_A100_v4", "A100", 80.0),
-        (r"NCC?\d+adi?s_H100_v5", "H100 NVL", 94.0),
-        (r"NC\d+r?s_v3", "V100", 16.0),
-        (r"ND\d+rs_v2", "V100", 32.0),
-        (r"ND\d+asr_v4", "A100", 40.0),
-        (r"ND\d+amsr_A100_v4", "A100", 80.0),
-        (r"ND\d+is?r_H100_v5", "H100", 80.0),
-        (r"ND\d+is?r_H200_v5", "H200", 141.0),
-        (r"ND\d+is?r_MI300X_v5", "MI300X", 192.0),
-        (r"NV\d+adm?s_A10_v5", "A10", 24.0),
-        (r"NV\d+s_v3", "M60", 8.0),
+# The one Azure size table: series pattern -> (canonical GPU, the model as the size docs
+# name it, memory per GPU in GB). Azure prices whole VM sizes and its APIs never name the
+# GPU, so the size name is where it is read, by the live offers, the bundled size table
+# and the snapshot converter alike. Source: learn.microsoft.com/azure/virtual-machines/
+# sizes/overview and sizes/gpu-accelerated/ (2026-12-01). Order matters: the more
+# specific pattern first.
+_SERIES: tuple[tuple[re.Pattern[str], str, str, float], ...] = tuple(
+    (re.compile(rf"^Standard_{pat}$", re.I), canonical, model, mem)
+    for pat, canonical, model, mem in (
+        (r"ND\d+is?r_H100_v5", "H100-SXM", "H100", 80.0),
+        (r"NCC?\d+ads?i?s?_H100_v5", "H100-NVL", "H100 NVL", 94.0),
+        (r"ND\d+is?r_H200_v5", "H200-SXM", "H200", 141.0),
+        (r"ND\d+is?r_MI300X_v5", "MI300X", "MI300X", 192.0),
+        (r"ND\d+amsr_A100_v4", "A100-80GB-SXM", "A100", 80.0),
+        (r"ND\d+asr_v4", "A100-40GB-SXM", "A100", 40.0),
+        (r"NC\d+ads_A100_v4", "A100-80GB-PCIe", "A100", 80.0),
+        (r"NC\d+ads_A10_v4", "A10", "A10", 24.0),
+        (r"NV\d+adm?s_A10_v5", "A10", "A10", 24.0),
+        (r"NC\d+as_T4_v3", "T4", "T4", 16.0),
+        (r"NC\d+ads_L4_v\d", "L4", "L4", 24.0),
+        (r"ND\d+r?s_v[23]", "V100-32GB", "V100", 32.0),
+        (r"NC\d+r?s_v3", "V100-16GB", "V100", 16.0),
+        (r"NC\d+r?(_Promo)?", "K80", "K80", 12.0),
+        (r"NV\d+as_v4", "MI25", "MI25", 16.0),
+        (r"NV\d+s?_v3", "M60", "M60", 8.0),
+        (r"NV\d+(_Promo)?", "M60", "M60", 8.0),
     )
 )
 
@@ -55,9 +63,17 @@ class SizeSpec:
 
 def gpu_from_size_name(size: str) -> tuple[str, float] | None:
     """(GPU model, memory per GPU in GB) read from an Azure size name, or None."""
-    for pattern, model, mem in _SERIES:
-        if pattern.match(size):
+    for pattern, _canonical, model, mem in _SERIES:
+        if pattern.match(size.strip()):
             return model, mem
+    return None
+
+
+def size_gpu(size: str) -> str | None:
+    """The canonical GPU of an Azure VM size name, None when it is not a known GPU size."""
+    for pattern, canonical, _model, _mem in _SERIES:
+        if pattern.match(size.strip()):
+            return canonical
     return None
 
 

@@ -204,7 +204,7 @@ def build_offers(
         region = machine.zone.rsplit("-", 1)[0]
         if regions and region not in regions:
             continue
-        canonical = registry.canonical(accel, None, provider="gcp")
+        canonical = registry.canonical(accel, None)
         memory = gpu_memory(accel, canonical, registry)
         if memory <= 0:
             continue  # an accelerator we cannot size is not offered (invariant: memory > 0)

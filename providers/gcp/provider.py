@@ -52,6 +52,7 @@ OP_WAITS = 20  # zoneOperations.wait returns after at most ~2 min; 20 waits ~ 40
 class GCPProvider(Provider):
     name: ClassVar[str] = "gcp"
     capabilities: ClassVar[Capabilities] = Capabilities(
+        startup_s=240.0,  # create -> ready: VM boot, SSH, driver and image setup
         spot=True,
         stop=True,
         preemption_notice=True,  # metadata instance/preempted (templates/watchers/gcp.sh)

@@ -48,7 +48,7 @@ def gpu_of(type_name: str, gpu_description: str, registry: GpuRegistry) -> tuple
         rest.split("_")[0],
     ]
     for raw in candidates:
-        canon = registry.canonical(raw, memory or None, provider="lambda") if raw else None
+        canon = registry.canonical(raw, memory or None) if raw else None
         if canon:
             spec = registry.spec(canon)
             return canon, memory or (spec.memory_gb if spec else 0.0), True

@@ -63,6 +63,7 @@ API_KEY = ApiKeySource("Lambda", "LAMBDA_API_KEY", PROVIDER)
 class LambdaProvider(Provider):
     name: ClassVar[str] = "lambda"
     capabilities: ClassVar[Capabilities] = Capabilities(
+        startup_s=300.0,  # create -> ready: a VM; Lambda boots take a few minutes
         spot=False,  # Lambda sells no spot/interruptible capacity
         stop=False,  # instances can only be terminated
         preemption_notice=False,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from cloudgpu.catalog.gpus import GpuRegistry
+from cloudgpu.catalog.gpus import GpuRegistry, compact
 from cloudgpu.catalog.offer import FLAG_UNKNOWN_GPU, Offer
 
 GPU_COUNTS = (1, 2, 4, 8)
@@ -26,6 +26,21 @@ CLOUD_TYPES = (
 )
 LIVE_REGION = "global"
 SOURCE = "runpod:graphql-gpuTypes"
+
+
+# RunPod's own spellings of cards other providers name differently: its plain
+# "A100-80GB" and "H100" are the PCIe cards (it names the SXM ones "...-SXM"), read from
+# its GPU types list (displayName "A100 PCIe" / "H100 PCIe") and its pricing page.
+_RUNPOD_NAMES = {"A10080GB": "A100-80GB-PCIe", "H100": "H100-PCIe"}
+
+
+def runpod_gpu(raw: str, memory_gb: float | None, registry: GpuRegistry) -> str | None:
+    """The canonical GPU of a RunPod name (its GPU type id, display name or the bundled
+    table's AcceleratorName), None when unknown."""
+    mapped = _RUNPOD_NAMES.get(compact(raw))
+    if mapped is not None and not (mapped == "H100-PCIe" and (memory_gb or 0) >= 90):
+        return mapped
+    return registry.canonical(raw, memory_gb)
 
 
 def instance_type_name(count: int, gpu: str, cloud_type: str) -> str:
@@ -47,8 +62,8 @@ def offers_from_gpu_types(
         raw = str(gt.get("id") or "")
         if not raw or memory <= 0:
             continue  # CPU-only or malformed entries: nothing to rent as a GPU
-        canon = registry.canonical(raw, memory, provider="runpod") or registry.canonical(
-            str(gt.get("displayName") or ""), memory, provider="runpod"
+        canon = runpod_gpu(raw, memory, registry) or runpod_gpu(
+            str(gt.get("displayName") or ""), memory, registry
         )
         flags = () if canon else (FLAG_UNKNOWN_GPU,)
         gpu = canon or raw
@@ -98,6 +113,6 @@ def find_gpu_type_id(
         if raw == canonical:
             return raw
         names = (raw, str(gt.get("displayName") or ""))
-        if any(registry.canonical(n, memory, provider="runpod") == canonical for n in names):
+        if any(runpod_gpu(n, memory, registry) == canonical for n in names):
             return raw
     return None

@@ -69,6 +69,7 @@ DEPLOY_ATTEMPTS = 3
 class RunPodProvider(Provider):
     name: ClassVar[str] = "runpod"
     capabilities: ClassVar[Capabilities] = Capabilities(
+        startup_s=180.0,  # create -> ready: a container pulled and started on a host
         spot=False,  # spot pods are being retired (REFERENCE.md section 7)
         stop=True,
         # No spot notice; host maintenance windows (machine.maintenanceStart) are the one

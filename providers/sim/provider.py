@@ -59,6 +59,7 @@ _STATES = {
 class SimProvider(Provider):
     name: ClassVar[str] = NAME
     capabilities: ClassVar[Capabilities] = Capabilities(
+        startup_s=5.0,  # create -> ready: an sshd on loopback
         spot=True,
         multi_node=True,  # instances share this host's loopback: they reach each other
         preemption_notice=True,

@@ -72,7 +72,7 @@ def ask_price(ask: Mapping[str, Any], market: str) -> float:
 def gpu_of(ask: Mapping[str, Any], registry: GpuRegistry) -> tuple[str, float, bool]:
     raw = str(ask.get("gpu_name") or "")
     memory = float(ask.get("gpu_ram") or 0) / 1024.0
-    canon = registry.canonical(raw, memory or None, provider="vast")
+    canon = registry.canonical(raw, memory or None)
     if canon:
         spec = registry.spec(canon)
         if spec and (not memory or abs(spec.memory_gb - memory) <= SNAP * spec.memory_gb):

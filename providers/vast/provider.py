@@ -73,6 +73,7 @@ API_KEY = ApiKeySource(
 class VastProvider(Provider):
     name: ClassVar[str] = "vast"
     capabilities: ClassVar[Capabilities] = Capabilities(
+        startup_s=300.0,  # create -> ready: a marketplace container, image pull included
         spot=True,  # interruptible (bid) instances
         stop=True,
         preemption_notice=False,  # Vast gives none; an outbid instance is just stopped

@@ -3,18 +3,24 @@ the closest-offer explanation, and the data-size walk (symlinks, loops, odd file
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from click.testing import CliRunner
 
 from cloudgpu.catalog import load_registry
 from cloudgpu.catalog.offer import Offer
+from cloudgpu.cli import cli
+from cloudgpu.config import Config
 from cloudgpu.errors import ConfigError
+from cloudgpu.paths import Paths
 from cloudgpu.planner.choose import OfferSources, gather_offers, local_data_bytes, plan_job
 from cloudgpu.provider import Availability, CreateRequest, Instance, Provider, ProviderContext
+from cloudgpu.registry import Registry
 from cloudgpu.spec import parse_job
 from cloudgpu.spec.model import DataItem, JobSpec
 from tests.planner.helpers import offer
@@ -174,10 +180,6 @@ def test_data_size_skips_unreadable_folders_with_a_warning(tmp_path: Path) -> No
 
 def test_plan_cli_on_a_hostile_data_folder(tmp_path: Path) -> None:
     """Issue 11: `plan` on a folder with a dangling symlink was an internal error."""
-    from click.testing import CliRunner  # the CLI is this test's subject, not the module's
-
-    from cloudgpu.cli import cli
-
     data = tmp_path / "data"
     data.mkdir()
     (data / "x.bin").write_bytes(b"x" * 5)
@@ -190,3 +192,24 @@ def test_plan_cli_on_a_hostile_data_folder(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["plan", str(job_path)])
     assert res.exit_code == 0, res.output
     assert "internal error" not in res.output
+
+
+def test_startup_guesses_come_from_the_providers_own_capabilities(
+    tmp_path: Path, paths: Paths
+) -> None:
+    """The planner knows no provider's boot time: each plugin declares its own."""
+    job_path = tmp_path / "job.yaml"
+    job_path.write_text(
+        "name: s\nresources: {gpu: 'A100-80GB:8'}\nrun: x\n"
+        "workload: {kind: finetune, params: 1B, tokens: 10M}\n"
+    )
+    res = CliRunner().invoke(
+        cli, ["plan", str(job_path), "--all-providers", "--json", "--limit", "400"]
+    )
+    assert res.exit_code == 0, res.output
+    by_provider = {r["provider"]: r["startup_hours"] for r in json.loads(res.stdout) if r["fits"]}
+    assert len(by_provider) >= 3
+    registry = Registry(Config(), paths, {})
+    for name, hours in by_provider.items():
+        declared = registry.provider_class(name).capabilities.startup_s
+        assert hours == pytest.approx(declared / 3600, rel=1e-3), name

@@ -7,7 +7,7 @@ import pytest
 from cloudgpu.paths import Paths
 from cloudgpu.planner import StartupHistory
 from cloudgpu.planner.overhead import (
-    DEFAULT_STARTUP_S,
+    FALLBACK_STARTUP_S,
     spot_extra_hours,
     staging_hours,
     stall_fraction,
@@ -39,8 +39,9 @@ def test_startup_history_is_the_median_of_past_launches(paths: Paths) -> None:
         store.close()
     assert history.startup_s("aws") == 80.0
     assert history.is_measured("aws") and not history.is_measured("gcp")
-    assert history.startup_s("gcp") == DEFAULT_STARTUP_S["gcp"]
-    assert history.startup_s("some-plugin") > 0
+    assert history.startup_s("gcp") == FALLBACK_STARTUP_S  # nothing declared, nothing seen
+    declared = history.with_defaults({"gcp": 240.0}.get)  # type: ignore[arg-type]
+    assert declared.startup_s("gcp") == 240.0 and declared.startup_s("aws") == 80.0
 
 
 def test_only_the_most_recent_launches_count() -> None:

@@ -69,13 +69,11 @@ def test_shapes_nvme_network_and_gpu_names(refreshed: tuple[list[Offer], object]
     assert (p4d.nvme_count, p4d.nvme_size_gb) == (8, 1000.0)
     assert p4d.network_gbps == 400.0
     gpus = load_registry()
-    assert p4d.gpu == gpus.canonical("A100", 40.0, provider="aws")
+    assert p4d.gpu == gpus.canonical("A100", 40.0)
     assert "80" not in p4d.gpu  # 40 GB A100 told apart from 80 GB by memory
     for o in offers:
         assert o.provider == "aws" and o.price_per_hour > 0 and o.gpu_count >= 1
-        assert (FLAG_UNKNOWN_GPU in o.flags) == (
-            gpus.canonical(o.gpu, o.gpu_memory_gb, "aws") is None
-        )
+        assert (FLAG_UNKNOWN_GPU in o.flags) == (gpus.canonical(o.gpu, o.gpu_memory_gb) is None)
 
 
 def test_spot_offers_per_zone_from_spot_history(refreshed: tuple[list[Offer], object]) -> None:

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cloudgpu.catalog.gpus import azure_size_gpu
+from cloudgpu_providers.azure.sizes import size_gpu
+
 from cloudgpu.catalog.offer import (
     FLAG_FRACTIONAL_GPU,
     FLAG_GPU_COUNT_CORRECTED,
@@ -59,7 +60,7 @@ _DOCUMENTED: dict[str, tuple[int, float | None, int, float]] = {
 
 def _row(raw: dict[str, str], ctx: Context) -> Row:
     size = raw["InstanceType"]
-    canon = azure_size_gpu(size)
+    canon = size_gpu(size)
     count = int(float(raw["AcceleratorCount"] or 0))
     doc_count, fraction_mem, nvme_n, nvme_gb = _DOCUMENTED.get(size, (count, None, 0, 0.0))
     flags: list[str] = []

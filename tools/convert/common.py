@@ -70,7 +70,7 @@ def mib_to_gb(mib: float) -> float:
 
 def resolve_gpu(ctx: Context, row: Row) -> tuple[str, float, tuple[str, ...]]:
     """Canonical name, per-GPU memory and flags for a row's GPU."""
-    name = row.gpu_hint or ctx.registry.canonical(row.gpu_raw, row.gpu_memory_gb, ctx.provider)
+    name = row.gpu_hint or ctx.registry.canonical(row.gpu_raw, row.gpu_memory_gb)
     spec = ctx.registry.spec(name) if name else None
     if spec is None:
         ctx.unknown_gpus[row.gpu_raw] += 1

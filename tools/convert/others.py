@@ -1,7 +1,7 @@
 """RunPod, Lambda and Vast tables (whole-instance prices per region or zone).
 
 * RunPod: InstanceType "<N>x_<GPU>_<SECURE|COMMUNITY>"; "A100-80GB" and "H100" are its
-  PCIe cards (the registry's provider rule), "*-SXM" the SXM ones. The L40S SECURE rows
+  PCIe cards (the provider's own name map, runpod_gpu), "*-SXM" the SXM ones. The L40S SECURE rows
   publish spot > on-demand: kept and flagged (common.emit).
 * Lambda: on-demand only (the table's SpotPrice is empty: not offered, not counted as a
   missing price). "_pcie"/"_sxm4"/"_sxm5" in the type tells the form factor; Lambda's
@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from cloudgpu_providers.runpod.offers import runpod_gpu
 from cloudgpu_providers.vast.offers import place_name
 
 from tools.convert.common import Context, Row, emit, mib_to_gb, read_rows
@@ -30,6 +31,7 @@ def convert_runpod(ctx: Context, csv_path: Path) -> None:
             gpu_count=int(float(raw["AcceleratorCount"])), gpu_memory_gb=None,
             vcpus=float(raw["vCPUs"]), memory_gb=float(raw["MemoryGiB"]),
             price=raw["Price"], spot=raw["SpotPrice"],
+            gpu_hint=runpod_gpu(raw["AcceleratorName"], None, ctx.registry),
         ))  # fmt: skip
 
 
@@ -70,7 +72,7 @@ def convert_vast(ctx: Context, csv_path: Path) -> None:
         count = int(float(raw["AcceleratorCount"]))
         mem = _gpu_info_mem(raw["GpuInfo"], count, total=True)
         form = raw["InstanceType"].split("-")[1] if "-" in raw["InstanceType"] else ""
-        hint = ctx.registry.canonical(form, mem, "vast")
+        hint = ctx.registry.canonical(form, mem)
         emit(ctx, Row(
             instance_type=raw["InstanceType"], region=place_name(raw["Region"]), zone="",
             gpu_raw=raw["AcceleratorName"], gpu_count=count, gpu_memory_gb=mem,
