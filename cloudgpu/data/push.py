@@ -36,6 +36,7 @@ PUSHER_SOURCE = scripts.source("pusher")
 MAX_FILES = 5_000_000
 MAX_FILE_BYTES = 5 << 40  # 5 TiB: the largest object any of the three stores keeps
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
+ROUNDS = 3  # uploads of files the job rewrote during the previous one
 
 
 @dataclass
@@ -146,16 +147,53 @@ def push(
 ) -> PushStats:
     """Upload the instance's ``root`` tree to ``dest``; raise a clear error (expired URL,
     access denied, integrity...) when it fails. Objects the store already holds with the
-    same size and checksum are not sent; nothing in the store is deleted."""
-    files, notes = scan(
-        machine, root, store.max_parts, part_size=part_size, skip=skip, progress=hashing
-    )
-    held = existing(store, dest)
-    send = [f for f in files if not (f.rel in held and f.matches(held[f.rel]))]
-    stats = PushStats(notes=notes, skipped=len(files) - len(send))
-    stats.skipped_bytes = sum(f.size for f in files) - sum(f.size for f in send)
-    if not send:
-        return stats
+    same size and checksum are not sent; nothing in the store is deleted. A file the job
+    rewrites while it is being sent (a checkpoint synced mid-write) is scanned and sent
+    again, up to ROUNDS times; then the store keeps its previous version (a note says so)."""
+    stats = PushStats()
+    changed: list[str] = []
+    for round_ in range(ROUNDS):
+        files, notes = scan(
+            machine, root, store.max_parts, part_size=part_size, skip=skip, progress=hashing
+        )
+        held = existing(store, dest)
+        send = [f for f in files if not (f.rel in held and f.matches(held[f.rel]))]
+        if round_ == 0:
+            stats.notes = notes
+            stats.skipped = len(files) - len(send)
+            stats.skipped_bytes = sum(f.size for f in files) - sum(f.size for f in send)
+        if not send:
+            changed = []
+            break
+        last = _upload(machine, root, dest, store, send, progress, workers, clock)
+        changed = [c for c in last.get("changed", []) if isinstance(c, str)]
+        sent = [f for f in send if f.rel not in set(changed)]
+        verify(store, dest, sent)
+        stats.objects += len(sent)
+        stats.bytes += sum(f.size for f in sent)
+        stats.resumed_bytes += int(last.get("resumed_bytes", 0))
+        stats.seconds += float(last.get("seconds", 0.0))
+        if not changed:
+            break
+    if changed:
+        stats.notes.append(
+            f"{len(changed)} file(s) kept changing while being uploaded (e.g. {changed[0]}): "
+            "the store keeps its previous version of them"
+        )
+    return stats
+
+
+def _upload(
+    machine: Machine,
+    root: str,
+    dest: uri.Source,
+    store: Destination,
+    send: list[LocalFile],
+    progress: ProgressFn | None,
+    workers: int,
+    clock: Callable[[], float],
+) -> dict[str, Any]:
+    """Sign and run one upload of ``send``; the pusher's final event."""
     ttl = staging_ttl(sum(f.size for f in send))
     signed_at = clock()
     where = f"uploading {root} to {dest} from the instance"
@@ -164,11 +202,7 @@ def push(
         man["workers"] = workers
         rc, last, err = run_pusher(machine, man, progress)
         if rc == 0 and last.get("ev") == "done":
-            verify(store, dest, send)
-            stats.objects, stats.bytes = int(last.get("objects_done", 0)), int(last.get("total", 0))
-            stats.resumed_bytes = int(last.get("resumed_bytes", 0))
-            stats.seconds = float(last.get("seconds", 0.0))
-            return stats
+            return last
         if rc == wire.EXIT_EXPIRED and attempt == 0 and clock() - signed_at >= ttl * 0.9:
             signed_at = clock()  # it outlived its window: sign again, the parts sent stay
             continue

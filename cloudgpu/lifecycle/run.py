@@ -271,7 +271,9 @@ class JobRun:
                 if watcher is not None:
                     reader = self._read_notices(machine)
                 if resumed:
-                    restore_checkpoint(machine, self.job, self.ckpt_local, self.deps.sink)
+                    restore_checkpoint(
+                        machine, self.job, self.ckpt_local, self.deps.sink, self.deps.env
+                    )
                 rc = self._commands(machine, got)
             except RemoteError:
                 if self._lost(got):
@@ -280,7 +282,7 @@ class JobRun:
             if rc == EXIT_LOST and not self.watcher.reason:
                 self._lost(got)  # the session died with the instance, or the job exited 255
             if self.watcher.reason and self.job.checkpoint:
-                flush_checkpoint(machine, self.job, self.ckpt_local, self.deps.sink)
+                flush_checkpoint(machine, self.job, self.ckpt_local, self.deps.sink, self.deps.env)
             if self.watcher.reason == watch.PREEMPTED:
                 if watcher is not None:
                     notice.acknowledge(machine)  # flushed: the cloud may go ahead now
@@ -396,7 +398,7 @@ class JobRun:
                 continue
             self.state(step)
             self.deps.sink.info(f"{'setup' if step == states.SETUP else 'run'}: starting")
-            with Syncer(machine, self.job, self.ckpt_local, self.deps.sink):
+            with Syncer(machine, self.job, self.ckpt_local, self.deps.sink, self.deps.env):
                 rc = machine.run(
                     command,
                     env=env,

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from cloudgpu.data import probe as probing
 from cloudgpu.data import pull, push, uri
-from cloudgpu.data.select import selector_for
+from cloudgpu.data.select import Selector, selector_for
 from cloudgpu.data.stores import open_destination, open_store
-from cloudgpu.errors import ConfigError, RemoteError
+from cloudgpu.errors import CloudGPUError, ConfigError, NotFoundError, RemoteError
 from cloudgpu.lifecycle.output import Sink, human_bytes
 from cloudgpu.remote import Machine, MissingSource, ProgressFn, TransferStats
 from cloudgpu.spec.model import DataItem, JobSpec, OutputItem
@@ -135,10 +135,20 @@ def checkpoint_dir(data_dir: Path, job_id: str) -> Path:
     return data_dir / "checkpoints" / job_id
 
 
-def flush_checkpoint(machine: Machine, job: JobSpec, local: Path, sink: Sink) -> bool:
-    """Bring the checkpoint dir back; False when there is none yet."""
+def flush_checkpoint(
+    machine: Machine, job: JobSpec, local: Path, sink: Sink, env: Mapping[str, str]
+) -> bool:
+    """Bring the checkpoint dir back (or have the instance upload it to the job's
+    ``checkpoint.dst`` store); False when there is none yet or it could not be saved."""
     if not job.checkpoint:
         return False
+    if job.checkpoint_dst:
+        try:
+            push_output(machine, OutputItem(job.checkpoint, job.checkpoint_dst), sink, env)
+        except CloudGPUError as exc:
+            sink.info(f"checkpoint {job.checkpoint} not saved to {job.checkpoint_dst}: {exc}")
+            return False
+        return True
     try:
         stats = machine.get_dir(on_instance(machine, job.checkpoint), local)
     except RemoteError as exc:
@@ -148,8 +158,26 @@ def flush_checkpoint(machine: Machine, job: JobSpec, local: Path, sink: Sink) ->
     return True
 
 
-def restore_checkpoint(machine: Machine, job: JobSpec, local: Path, sink: Sink) -> None:
-    if not job.checkpoint or not local.is_dir():
+def restore_checkpoint(
+    machine: Machine, job: JobSpec, local: Path, sink: Sink, env: Mapping[str, str]
+) -> None:
+    """Put the saved checkpoint on a new instance: pulled by the instance from the
+    job's ``checkpoint.dst`` store, or sent from this machine's copy."""
+    if not job.checkpoint:
+        return
+    if job.checkpoint_dst:
+        src = uri.parse(job.checkpoint_dst)
+        store = open_store(src, env)
+        try:
+            listing = pull.list_source_with(src, store, Selector())
+        except NotFoundError:
+            sink.info(f"no checkpoint in {src} yet: starting without one")
+            return
+        where = on_instance(machine, job.checkpoint)
+        got = pull.pull(machine, listing, store, where, progress=bar(sink, f"restoring {src}"))
+        sink.info(f"checkpoint restored to {job.checkpoint} from {src}: {got.objects} object(s)")
+        return
+    if not local.is_dir():
         return
     stats = machine.put_dir(local, on_instance(machine, job.checkpoint))
     sink.info(f"checkpoint restored to {job.checkpoint}: {stats.files_sent} file(s)")

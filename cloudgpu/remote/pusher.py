@@ -25,7 +25,6 @@ Azure uncommitted blocks name their MD5).
 from __future__ import annotations
 
 import base64
-import functools
 import hashlib
 import json
 import os
@@ -224,7 +223,7 @@ class Span:
             return b""
         data = os.pread(self.fd, want, self.start + self.pos)
         if not data:
-            raise Fail("the file shrank while it was being uploaded", EXIT_INTEGRITY)
+            raise Retry("the file shrank while it was being uploaded")
         self.pos += len(data)
         self.md5.update(data)
         self.n.advance(len(data))
@@ -239,6 +238,15 @@ class Span:
         return self.md5.hexdigest()
 
 
+class Changed(Fail):
+    """The file is not what the scan saw (the job rewrote it): this object is left for
+    the next round; the store keeps what it had."""
+
+    def __init__(self, rel: str) -> None:
+        super().__init__(f"{rel}: changed while it was being uploaded", EXIT_INTEGRITY)
+        self.rel = rel
+
+
 class Push:
     def __init__(self, m: dict[str, Any], out: Callable[[dict[str, Any]], None]) -> None:
         self.m, self.out = m, out
@@ -246,6 +254,19 @@ class Push:
         self.pool = Pool(float(m.get("expires_at") or 0))
         self.n = Counters()
         self.root_fd = os.open(m["root"], os.O_RDONLY | os.O_DIRECTORY)
+        self.changed: set[str] = set()
+
+    def task(self, fn: Callable[..., None], *args: Any) -> Callable[[], None]:
+        """``fn(*args)`` as a pool task: a changed file is noted, not fatal."""
+
+        def run() -> None:
+            try:
+                fn(*args)
+            except Changed as exc:
+                with self.n.lock:
+                    self.changed.add(exc.rel)
+
+        return run
 
     def run(self) -> dict[str, Any]:
         for obj in self.m["objects"]:
@@ -253,9 +274,9 @@ class Push:
             self.n.total += int(obj["size"])
             kind = obj["how"]
             if kind == "put":
-                self.pool.put(functools.partial(self.single, obj))
+                self.pool.put(self.task(self.single, obj))
             elif kind == "gcs-resumable":
-                self.pool.put(functools.partial(self.resumable, obj))
+                self.pool.put(self.task(self.resumable, obj))
             elif kind in ("s3-parts", "az-blocks"):
                 Parts(self, obj).queue()
             else:
@@ -265,18 +286,29 @@ class Push:
             self.pool.run(workers, self.n, self.out)
         finally:
             os.close(self.root_fd)
-        return self.n.event("done")
+        return {**self.n.event("done"), "changed": sorted(self.changed)[:1000]}
 
-    def upload(self, what: str, url: str, headers: dict[str, str], span: Span, md5: str) -> Any:
-        """PUT ``span`` with ``headers``; check what came back against its MD5."""
+    def upload(
+        self, rel: str, what: str, url: str, headers: dict[str, str], span: Span, md5: str
+    ) -> Any:
+        """PUT ``span`` with ``headers``; check what came back against its MD5. Bytes
+        other than the scanned ones (the store refuses them: its URL signs the MD5)
+        mean the file changed; a refusal of the scanned bytes, a corruption on the way."""
 
         def attempt() -> Any:
             span.seek(0)
             sent = {**headers, "Content-Length": str(span.length)}
-            resp = self.http.send("PUT", url, sent, span)
+            try:
+                resp = self.http.send("PUT", url, sent, span)
+            except Fail as exc:
+                if exc.code != EXIT_INTEGRITY:
+                    raise
+                if span.pos != span.length or span.digest() != md5:
+                    raise Changed(rel) from None
+                raise Retry(f"{what}: {exc}") from None
             got = span.digest()
             if got != md5:
-                raise Fail(f"{what}: the file changed while it was being uploaded", EXIT_INTEGRITY)
+                raise Changed(rel)
             etag = _ETAG.match(resp.headers.get("etag", ""))
             echoed = resp.headers.get("content-md5")
             if (etag and "-" not in etag.group(1) and etag.group(1) != got) or (
@@ -291,7 +323,8 @@ class Push:
         fd = open_under(self.root_fd, obj["rel"])
         try:
             span = Span(fd, 0, int(obj["size"]), self.n)
-            self.upload(obj["rel"], obj["url"], dict(obj.get("headers", {})), span, obj["md5"])
+            headers = dict(obj.get("headers", {}))
+            self.upload(obj["rel"], obj["rel"], obj["url"], headers, span, obj["md5"])
         finally:
             os.close(fd)
         self.done()
@@ -330,6 +363,10 @@ class Push:
                 offset += length
                 final = None if resp.status == 308 else resp
             _check_gcs_final(obj, final)
+        except Fail as exc:
+            if exc.code == EXIT_INTEGRITY:  # GCS refused the whole: it is not what was scanned
+                raise Changed(obj["rel"]) from None
+            raise
         finally:
             os.close(fd)
         self.done()
@@ -378,30 +415,43 @@ class Parts:
                 self.left.add(i)
         self.lock = threading.Lock()
         self.fd = open_under(push.root_fd, obj["rel"])
+        self.dead = False  # a part found the file changed: never commit this upload
 
     def _length(self, i: int) -> int:
         return min(self.psize, self.size - i * self.psize)
 
     def queue(self) -> None:
         if not self.left:
-            self.push.pool.put(self.commit)
+            self.push.pool.put(self.push.task(self.commit))
         for i in sorted(self.left):
-            self.push.pool.put(functools.partial(self.send, i))
+            self.push.pool.put(self.push.task(self.send, i))
 
     def send(self, i: int) -> None:
-        p = self.parts[i]
+        p, rel = self.parts[i], self.obj["rel"]
         span = Span(self.fd, i * self.psize, self._length(i), self.push.n)
-        what = f"{self.obj['rel']} part {i + 1}/{len(self.parts)}"
-        resp = self.push.upload(what, p["url"], {"Content-MD5": b64(p["md5"])}, span, p["md5"])
+        what = f"{rel} part {i + 1}/{len(self.parts)}"
+        etag, changed = "", False
+        if not self.dead:
+            try:
+                headers = {"Content-MD5": b64(p["md5"])}
+                resp = self.push.upload(rel, what, p["url"], headers, span, p["md5"])
+                etag = resp.headers.get("etag", "").strip('"') or p["md5"]
+            except Changed:
+                changed = True
         with self.lock:
-            self.etags[i] = resp.headers.get("etag", "").strip('"') or p["md5"]
+            self.dead = self.dead or changed
+            self.etags[i] = etag
             self.left.discard(i)
             last = not self.left
         if last:
             self.commit()
+        if changed:
+            raise Changed(rel)
 
     def commit(self) -> None:
         os.close(self.fd)
+        if self.dead:
+            return  # the parts sent stay unused; a later round starts this file again
         obj = self.obj
         s3 = obj["how"] == "s3-parts"
         if s3:

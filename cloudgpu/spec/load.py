@@ -330,12 +330,15 @@ _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def _checkpoint(parsed: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``checkpoint: PATH`` or ``{path: PATH, sync_every: 5m}`` as the model's fields."""
+    """``checkpoint: PATH`` or ``{path: PATH, sync_every: 5m, dst: s3://...}`` as the
+    model's fields."""
     if not parsed:
         return {}
     out: dict[str, Any] = {"checkpoint": parsed["path"]}
     if "sync_every" in parsed:
         out["checkpoint_every_s"] = parsed["sync_every"]
+    if "dst" in parsed:
+        out["checkpoint_dst"] = parsed["dst"]
     return out
 
 

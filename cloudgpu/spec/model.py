@@ -74,6 +74,7 @@ class JobSpec:
     limits: Limits = field(default_factory=Limits)
     checkpoint: str | None = None
     checkpoint_every_s: float = 300.0  # synced back this often while the job runs
+    checkpoint_dst: str | None = None  # s3:// gs:// az://: kept there instead of locally
     num_nodes: int = 1  # nodes, or the fewest of a range ("1-4")
     max_nodes: int = 1  # the most of a range; == num_nodes when fixed
 

@@ -151,6 +151,20 @@ def _dest(value: Any) -> str:
     return value
 
 
+def _store_dest(value: Any) -> str:
+    if isinstance(value, str) and not _SCHEME_RE.match(value):
+        schemes = ", ".join(s + "://" for s in OUTPUT_SCHEMES)
+        raise ValueError(f"expected an object store location ({schemes}), got {shown(value)}")
+    return _dest(value)
+
+
+STORE_DEST = Value(
+    {"type": "string", "pattern": REMOTE_DEST_PATTERN, "maxLength": MAX_TEXT},
+    _store_dest,
+    "s3://BUCKET/PREFIX, gs://BUCKET/PREFIX or az://ACCOUNT/CONTAINER/PREFIX the instance "
+    "syncs the checkpoint to and restores it from (default: this machine)",
+)
+
 OUTPUT_DEST = Value(
     {
         "anyOf": [
@@ -270,9 +284,10 @@ CHECKPOINT = Block(
         "sync_every": _duration(
             'copied back this often while the job runs, default "5m"', 30, "sync_every"
         ),
+        "dst": STORE_DEST,
     },
     required=("path",),
-    description="directory kept across preemptions: a path, or {path, sync_every}",
+    description="directory kept across preemptions: a path, or {path, sync_every, dst}",
     scalar_key="path",
 )
 

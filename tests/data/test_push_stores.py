@@ -191,7 +191,7 @@ def _commit_bytes(sut: StoreUnderTest) -> int:
     return sum(h.sent_bytes for h in done)
 
 
-def test_a_file_changed_after_the_scan_is_refused_by_the_store(
+def test_a_file_changed_after_the_scan_is_refused_by_the_store_and_sent_again(
     sut: StoreUnderTest, tmp_path: Path
 ) -> None:
     m, root, dest = setup(sut, tmp_path, "runs/changed")
@@ -202,8 +202,10 @@ def test_a_file_changed_after_the_scan_is_refused_by_the_store(
     Path(root, "a.txt").write_bytes(b"rewritten!")  # same size, other bytes
     man = push.manifest(m, root, files, st.sign_put(src, files, 600), time.time() + 600)
     rc, last, _ = push.run_pusher(m, man, None)
-    assert rc == wire.EXIT_INTEGRITY, last
-    assert direct_read(sut, key_of(sut, dest, "a.txt")) is None
+    assert rc == 0 and last["changed"] == ["a.txt"], last  # the others would go on
+    assert direct_read(sut, key_of(sut, dest, "a.txt")) is None  # never the unscanned bytes
+    stats = do_push(sut, m, root, dest)  # a new scan sends what is there now
+    assert stats.objects == 1 and direct_read(sut, key_of(sut, dest, "a.txt")) == b"rewritten!"
 
 
 def test_lost_answers_are_retried(sut: StoreUnderTest, tmp_path: Path) -> None:
