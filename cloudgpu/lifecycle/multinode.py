@@ -248,11 +248,13 @@ class MultiNodeRun(JobRun):
             self.state(states.STAGING)
             on_all(nodes, lambda r: self._prepare_node(machines[r], nodes[r]))
             if resumed:
-                sink, ckpt = self.deps.sink, self.ckpt_local
-                on_all(nodes, lambda r: restore_checkpoint(machines[r], self.job, ckpt, sink))
+                sink, ckpt, env = self.deps.sink, self.ckpt_local, self.deps.env
+                on_all(nodes, lambda r: restore_checkpoint(machines[r], self.job, ckpt, sink, env))
             rc = self._commands_all(machines, nodes)
             if self.watcher.reason and self.job.checkpoint:
-                flush_checkpoint(machines[0], self.job, self.ckpt_local, self.deps.sink)
+                flush_checkpoint(
+                    machines[0], self.job, self.ckpt_local, self.deps.sink, self.deps.env
+                )
             if self.watcher.reason == watch.PREEMPTED:
                 return None
             if self.job.outputs:
