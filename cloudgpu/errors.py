@@ -25,10 +25,14 @@ secret: use :func:`redact` on anything that might.
 
 from __future__ import annotations
 
+import errno
 import re
+import sqlite3
 
 # Exit statuses of `cloudgpu`, documented in the README. A job's own failure exits with
-# the job's exit code instead.
+# the job's exit code instead. 2 is bad input: a job, config or flag, or a file or
+# directory the user pointed cloudgpu at that cannot be used (read-only or full home,
+# --out on a full disk, a locked state store). 3 is a bug in cloudgpu, nothing else.
 EXIT_USAGE = 2
 EXIT_ERROR = 3
 EXIT_PROVIDER = 4
@@ -129,7 +133,7 @@ class LimitExceeded(CloudGPUError):
 
 
 class StateError(CloudGPUError):
-    pass
+    exit_code = EXIT_USAGE
 
 
 class StoreBusy(StateError):
@@ -166,3 +170,47 @@ def redact(text: str) -> str:
         else:
             text = pat.sub("***", text)
     return text
+
+
+# OSError numbers that say the machine's files are unusable (not that cloudgpu is wrong).
+_UNUSABLE = {
+    errno.EROFS: "read-only file system",
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.ENAMETOOLONG: "file name too long",
+    errno.ELOOP: "too many levels of symbolic links",
+    errno.ENOTDIR: "a path component is not a directory",
+    errno.EISDIR: "is a directory",
+    errno.EMFILE: "too many open files",
+    errno.EIO: "input/output error",
+}
+_SQLITE = (
+    (("locked", "busy"), "the state store is locked by another cloudgpu process",
+     "wait for it to finish, or stop it (`cloudgpu status` lists running jobs)"),
+    (("readonly", "read-only"), "the state store is read-only",
+     "make CLOUDGPU_HOME writable, or point CLOUDGPU_HOME elsewhere"),
+    (("full",), "no space left for the state store",
+     "free space on the disk of CLOUDGPU_HOME"),
+    (("unable to open", "disk i/o"), "the state store cannot be opened",
+     "check that CLOUDGPU_HOME exists and is writable"),
+)  # fmt: skip
+
+
+def environment_error(exc: BaseException) -> CloudGPUError | None:
+    """The user-facing error for a failure of the machine's files (disk full, read-only,
+    permissions, a locked or unopenable state store); None when ``exc`` is not one."""
+    if isinstance(exc, OSError) and exc.errno in _UNUSABLE:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return ConfigError(
+            f"{where}{exc.strerror or _UNUSABLE[exc.errno]}",
+            hint="check the path, its permissions and free space (CLOUDGPU_HOME relocates "
+            "cloudgpu's own files)",
+        )
+    if isinstance(exc, sqlite3.OperationalError):
+        text = str(exc).lower()
+        for needles, message, hint in _SQLITE:
+            if any(n in text for n in needles):
+                return StateError(f"{message} ({exc})", hint=hint)
+    return None

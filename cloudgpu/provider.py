@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 from cloudgpu.batch import BatchJob
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.paths import Paths
+from cloudgpu.spec.fields import Node
 
 # Tag keys put on every created resource.
 TAG_JOB = "cloudgpu-job"
@@ -183,6 +184,9 @@ class Provider(ABC):
 
     name: ClassVar[str]
     capabilities: ClassVar[Capabilities] = Capabilities()
+    # The keys of its [providers.NAME] table (cloudgpu.spec.fields vocabulary), checked
+    # when the config is read: unknown keys get a did-you-mean. None: left unchecked.
+    config_keys: ClassVar[Mapping[str, Node] | None] = None
 
     def __init__(self, ctx: ProviderContext) -> None:
         self.ctx = ctx

@@ -15,8 +15,14 @@ from cloudgpu.config import Config
 from cloudgpu.errors import ConfigError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import Provider, ProviderContext
+from cloudgpu.spec.fields import Block, ListOf, Node, text
 
 GROUP = "cloudgpu.providers"
+# Keys every [providers.NAME] table may hold, whatever the provider declares: the core
+# reads them itself (regions: only that provider's offers in these regions are used).
+COMMON_KEYS: dict[str, Node] = {
+    "regions": ListOf(text(form="a region name or glob", max_len=200), scalar_ok=True),
+}
 
 
 @cache
@@ -57,6 +63,25 @@ class Registry:
         if not (isinstance(cls, type) and issubclass(cls, Provider)):
             raise ConfigError(f"entry point {GROUP}:{name} is not a cloudgpu Provider class")
         return cls
+
+    def check_config(self) -> None:
+        """Check every ``[providers.NAME]`` table: NAME installed (did-you-mean), and its
+        keys against the provider's declared ones. Raises a located ConfigError."""
+        tables = self.config.data.get("providers", {})
+        for name, table in tables.items():
+            if name not in self.names():
+                close = difflib.get_close_matches(name[:100], self.names(), n=1, cutoff=0.6)
+                guess = f"did you mean '{close[0]}'? " if close else ""
+                raise self.config.error(
+                    f"providers.{name}",
+                    f"unknown provider; {guess}installed: {', '.join(self.names())}",
+                )
+            try:
+                keys = self.provider_class(name).config_keys
+            except (ImportError, ConfigError):
+                continue  # `check` reports a plugin that cannot load
+            if keys is not None:
+                self.config.check(f"providers.{name}", Block({**COMMON_KEYS, **keys}), table)
 
     def get(self, name: str) -> Provider:
         if name not in self._instances:

@@ -34,6 +34,7 @@ from cloudgpu.provider import (
     InstanceState,
     Provider,
 )
+from cloudgpu.spec.fields import Node, flag, number, text
 
 INSTANCE_TYPE = "local"
 RECORD = "instance.json"
@@ -41,6 +42,11 @@ RECORD = "instance.json"
 
 class LocalProvider(Provider):
     name: ClassVar[str] = "local"
+    config_keys: ClassVar[Mapping[str, Node]] = {
+        "enabled": flag("false turns this machine off as a provider"),
+        "price_per_hour": number("what this machine costs per hour", 0, 10_000, lo_open=False),
+        "workspace_dir": text("where job workspaces live (default <data>/local)"),
+    }
     capabilities: ClassVar[Capabilities] = Capabilities(
         startup_s=0.0,  # create -> ready: this machine: nothing to boot
         remote=False,

@@ -47,6 +47,7 @@ from cloudgpu.provider import (
 )
 from cloudgpu.remote import connect
 from cloudgpu.remote.hostkeys import host_label
+from cloudgpu.spec.fields import Block, ListOf, Node, number, text
 
 _GPUS_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9._-]*)\s*(?::\s*(\d+))?\s*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -56,21 +57,16 @@ PROBE = (
     + (" 2>/dev/null || true")
 )
 DEFAULT_KEYS = ("id_ed25519", "id_ecdsa", "id_rsa")
-_HOST_KEYS = {
-    "name",
-    "host",
-    "port",
-    "user",
-    "key",
-    "gpus",
-    "gpu_memory_gb",
-    "vcpus",
-    "memory_gb",
-    "nvme",
-    "nvme_gb",
-    "price_per_hour",
-    "host_key",
-}
+_TEXT = text(max_len=4096)
+_AMOUNT = number("a size or count", 0, 1e7, lo_open=False)
+# One `hosts = [{...}]` entry of [providers.ssh], checked when config.toml is read.
+HOST_KEYS: dict[str, Node] = {
+    "name": _TEXT, "host": _TEXT, "user": _TEXT, "key": _TEXT, "gpus": _TEXT, "nvme": _TEXT,
+    "host_key": _TEXT, "port": number("a TCP port", 1, 65_535, integer=True, lo_open=False),
+    "price_per_hour": number("USD per hour", 0, 10_000, lo_open=False),
+    **dict.fromkeys(("gpu_memory_gb", "vcpus", "memory_gb", "nvme_gb"), _AMOUNT),
+}  # fmt: skip
+_HOST_KEYS = frozenset(HOST_KEYS)
 
 
 @dataclass(frozen=True)
@@ -120,6 +116,7 @@ def parse_hosts(config: Mapping[str, Any]) -> list[Host]:
 
 class SSHProvider(Provider):
     name: ClassVar[str] = "ssh"
+    config_keys: ClassVar[Mapping[str, Node]] = {"hosts": ListOf(Block(HOST_KEYS, ("host",)))}
     capabilities: ClassVar[Capabilities] = Capabilities(
         startup_s=30.0,  # create -> ready: an SSH connection and a host check
         remote=True,

@@ -16,7 +16,16 @@ import click
 
 from cloudgpu import __version__
 from cloudgpu.cli.style import BAD, WARN, color_enabled, paint
-from cloudgpu.errors import EXIT_ERROR, EXIT_INTERRUPTED, CloudGPUError, redact
+from cloudgpu.errors import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    CloudGPUError,
+    environment_error,
+    redact,
+)
+
+MAX_MESSAGE = 1000  # characters of an error line: values are cut, never echoed whole
 
 # name -> (module, attribute, one-line help shown by --help without importing the module)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -84,6 +93,9 @@ def cli(ctx: click.Context) -> None:
 
 def _fail(message: str, hint: str | None = None) -> None:
     """The one-line error (and hint) every failure ends with, on stderr."""
+    message = " ".join(message.split())
+    if len(message) > MAX_MESSAGE:
+        message = f"{message[: MAX_MESSAGE - 30]}... ({len(message):,} characters)"
     color = color_enabled(sys.stderr)
     click.echo(f"{paint('error:', BAD, err=True, bold=True)} {message}", err=True, color=color)
     if hint:
@@ -97,8 +109,12 @@ def main(argv: list[str] | None = None) -> Any:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "cloudgpu"
+        _fail(exc.format_message(), f"see `{where} --help`")
+        sys.exit(EXIT_USAGE)
     except click.ClickException as exc:
-        exc.show()
+        _fail(exc.format_message())
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
@@ -111,9 +127,13 @@ def main(argv: list[str] | None = None) -> Any:
     except BrokenPipeError:
         sys.stderr.close()
         sys.exit(0)
-    except Exception as exc:  # a bug: still one line, traceback only on request
+    except Exception as exc:  # a bug (exit 3): still one line, traceback only on request
         if os.environ.get("CLOUDGPU_DEBUG"):
             raise
+        mapped = environment_error(exc)
+        if mapped is not None:
+            _fail(str(mapped), mapped.hint)
+            sys.exit(mapped.exit_code)
         click.echo(f"internal error: {type(exc).__name__}: {redact(str(exc))}", err=True)
         click.echo("hint: rerun with CLOUDGPU_DEBUG=1 for a traceback and report it", err=True)
         sys.exit(EXIT_ERROR)

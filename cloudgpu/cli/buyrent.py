@@ -19,6 +19,7 @@ import click
 
 from cloudgpu.catalog import GpuRegistry, GpuSpec, load_catalog, load_registry
 from cloudgpu.cli.context import App, get_app
+from cloudgpu.cli.params import Number
 from cloudgpu.costs import (
     DEFAULTS,
     BuyRentResult,
@@ -67,7 +68,7 @@ def buyrent_options(func: F) -> F:
     )(func)
     func = click.option(
         "--count",
-        type=int,
+        type=Number(1, 999, integer=True),
         default=8,
         show_default=True,
         help="GPUs per server (and per rented instance).",

@@ -20,6 +20,7 @@ from cloudgpu.catalog.catalog import SourceInfo, load_catalog, write_cache
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.cli.context import App, get_app
 from cloudgpu.cli.offers import has_live_prices, split_list, stale_days
+from cloudgpu.cli.params import Number
 from cloudgpu.errors import CloudGPUError, ConfigError, ProviderError, redact
 from cloudgpu.texttable import render_table, terminal_width
 
@@ -46,7 +47,7 @@ def _info_record(info: SourceInfo) -> dict[str, Any]:
 @catalog.command("info")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option(
-    "--stale-days", "stale_days_opt", type=click.FloatRange(min=0, min_open=True),
+    "--stale-days", "stale_days_opt", type=Number(0, 36_500, lo_open=True),
     help="Mark sources older than this many days as stale (default 30, or the config's).",
 )  # fmt: skip
 def info(as_json: bool, stale_days_opt: float | None) -> None:

@@ -32,6 +32,7 @@ from cloudgpu.catalog.query import (
     require_offers,
 )
 from cloudgpu.cli.context import App, get_app
+from cloudgpu.cli.params import PRICE, Number
 from cloudgpu.errors import CatalogError, CloudGPUError, ConfigError
 from cloudgpu.provider import Provider
 from cloudgpu.texttable import terminal_width
@@ -191,7 +192,7 @@ def build_query(opts: dict[str, Any], provider_regions: dict[str, list[str]]) ->
 @click.option("--on-demand", is_flag=True, help="On-demand offers only.")
 @click.option("--provider", multiple=True, help="Only these providers (repeat or comma-separate).")
 @click.option("--region", multiple=True, help="Region or zone glob, e.g. 'us-*' (repeatable).")
-@click.option("--max-price", type=float, help="At most this many USD per instance-hour.")
+@click.option("--max-price", type=PRICE, help="At most this many USD per instance-hour.")
 @click.option(
     "--free", is_flag=True,
     help="Only free tiers (Kaggle, Colab): $0 within session and weekly quota limits.",
@@ -199,7 +200,7 @@ def build_query(opts: dict[str, Any], provider_regions: dict[str, list[str]]) ->
 @click.option("--sort", type=click.Choice(SORTS), default="price", show_default=True)
 @click.option("--cheapest-per", type=click.Choice(GROUPINGS), help="Keep the best offer per group.")
 @click.option(
-    "--limit", type=click.IntRange(min=0), default=None,
+    "--limit", type=Number(0, 1_000_000, integer=True), default=None,
     help=f"Rows to show; 0 = all (default: {DEFAULT_LIMIT} in a table, all in JSON/CSV).",
 )  # fmt: skip
 @click.option(
@@ -207,7 +208,7 @@ def build_query(opts: dict[str, Any], provider_regions: dict[str, list[str]]) ->
     help="Include non-GPU accelerators (Inferentia, Trainium, Gaudi, FPGAs).",
 )  # fmt: skip
 @click.option(
-    "--stale-days", type=click.FloatRange(min=0, min_open=True),
+    "--stale-days", type=Number(0, 36_500, lo_open=True),
     help="Mark prices older than this many days as stale (default 30, or the config's).",
 )  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (a list of objects).")

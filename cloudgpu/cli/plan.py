@@ -18,13 +18,16 @@ import click
 
 from cloudgpu.catalog import GpuRegistry, Offer, load_catalog, load_registry
 from cloudgpu.cli.context import get_app
+from cloudgpu.cli.params import Number
 from cloudgpu.cli.sources import choose, run_history, startup_history
 from cloudgpu.errors import ConfigError
 from cloudgpu.planner import OBJECTIVES, Candidate, Plan, resolve_framework
 from cloudgpu.planner import plan as make_plan
 from cloudgpu.planner.choose import nothing_fits
 from cloudgpu.scaffold import job_file_for
+from cloudgpu.spec.fields import FieldError, check
 from cloudgpu.spec.model import GpuRequest, JobSpec, Resources
+from cloudgpu.spec.schema import WORKLOAD
 from cloudgpu.texttable import render_table, terminal_width
 
 F = Callable[..., Any]
@@ -247,7 +250,7 @@ def _common(func: F) -> F:
     )(func)
     func = click.option(
         "--limit",
-        type=click.IntRange(1),
+        type=Number(1, 1_000_000, integer=True),
         default=10,
         show_default=True,
         help="Candidates (and rejected examples) to show.",
@@ -375,9 +378,13 @@ def pinned_offers(
 @click.option("--kind", required=True, help="train | finetune | lora | qlora | inference.")
 @_workload_flags
 @click.option("--gpu", help="Only this GPU (name or family).")
-@click.option("--count", type=click.IntRange(1), help="Pin GPUs per node (needs --gpu).")
+@click.option("--count", type=Number(1, 999, integer=True), help="Pin GPUs per node (needs --gpu).")
 @click.option(
-    "--nodes", type=click.IntRange(1), default=1, show_default=True, help="Nodes of that machine."
+    "--nodes",
+    type=Number(1, 10_000, integer=True),
+    default=1,
+    show_default=True,
+    help="Nodes of that machine.",
 )
 @click.option("--spot/--on-demand", "spot", default=None, help="Only spot / on-demand.")
 @click.option("--provider", "providers", multiple=True, help="Only this provider (repeatable).")
@@ -403,6 +410,11 @@ def estimate(
     if model:
         workload["model"] = model
     workload.update({k: v for k, v in flags.items() if v is not None})
+    try:  # the job file's own checks, naming the flag
+        check(WORKLOAD, workload, "")
+    except FieldError as exc:
+        flag = "--" + exc.key.split(".")[0].replace("_", "-")
+        raise click.BadParameter(str(exc), param_hint=flag) from None
     app = get_app()
     registry = load_registry()
     offers: Sequence[Offer] = load_catalog(app.paths).offers

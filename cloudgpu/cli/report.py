@@ -8,8 +8,6 @@ or stdout. No numbers are computed here.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -22,6 +20,7 @@ import click
 from cloudgpu.catalog import OfferQuery, load_catalog, load_registry, parse_amount, require_offers
 from cloudgpu.cli.buyrent import buyrent_options, compute, report_for
 from cloudgpu.cli.context import get_app
+from cloudgpu.cli.params import PRICE
 from cloudgpu.cli.plan import ALL_PROVIDERS_HELP
 from cloudgpu.cli.sources import choose
 from cloudgpu.costs import parse_since, summarize
@@ -33,6 +32,7 @@ from cloudgpu.reports.plan import plan_report
 from cloudgpu.reports.render import FORMATS, render, to_csv
 from cloudgpu.reports.spend import spend_report
 from cloudgpu.scaffold import job_file_for
+from cloudgpu.userfile import UnwritableFile, write_user_file
 
 F = Callable[..., Any]
 _SUFFIXES = {
@@ -77,22 +77,20 @@ def choose_format(fmt: str | None, out: Path | None) -> str:
 
 
 def write_out(text: str, out: Path | None) -> None:
-    """Print, or write ``out`` atomically so a failed run never leaves half a report."""
-    if out is None:
+    """Print, or write ``out`` the way the user named it (cloudgpu.userfile): a regular
+    file atomically, through a symlink they gave, into a FIFO or device in place."""
+    if out is None or str(out) in ("-", "/dev/stdout"):
         click.echo(text, nl=False)
         return
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise ConfigError(f"--out: directory {parent} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=parent)
+    if str(out) == "/dev/stderr":
+        click.echo(text, nl=False, err=True)
+        return
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    click.echo(f"wrote {out} ({len(text.encode()) / 1024:.0f} KiB)", err=True)
+        regular = write_user_file(out, text)
+    except UnwritableFile as exc:
+        raise ConfigError(f"--out {out}: {exc}", hint="choose a writable path") from None
+    if regular:
+        click.echo(f"wrote {out} ({len(text.encode()) / 1024:.0f} KiB)", err=True)
 
 
 def emit(report: Report, fmt: str | None, out: Path | None, table: str | None = None) -> None:
@@ -137,7 +135,7 @@ def report() -> None:
 @click.option("--market", type=click.Choice(["on_demand", "spot"]))
 @click.option("--provider", "providers", multiple=True, help="Repeatable.")
 @click.option("--region", "regions", multiple=True, help="Glob, repeatable.")
-@click.option("--max-price", type=float, help="USD per instance-hour.")
+@click.option("--max-price", type=PRICE, help="USD per instance-hour.")
 @output_options
 def offers_cmd(
     gpu: str | None,
@@ -176,7 +174,9 @@ def offers_cmd(
 
 
 @report.command("spend")
-@click.option("--since", help="Window like 30d, 12h, 2w, or a date (default: everything).")
+@click.option(
+    "--since", help="Window like 30d, 12h, 2w, 10m (minutes), or a date (default: everything)."
+)
 @output_options
 def spend_cmd(since: str | None, fmt: str | None, out: Path | None, table: str | None) -> None:
     """What was spent, per job, provider, GPU and day; the rows add up to the total."""

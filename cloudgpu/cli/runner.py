@@ -19,6 +19,7 @@ import click
 
 from cloudgpu.catalog.offer import Offer, describe_offer
 from cloudgpu.cli.context import App, get_app
+from cloudgpu.cli.params import PRICE
 from cloudgpu.cli.plan import offer_json
 from cloudgpu.cli.sources import choose, startup_history
 from cloudgpu.errors import ConfigError
@@ -126,7 +127,12 @@ def runner() -> None:
 @click.option("--repo", required=True, help="OWNER/NAME")
 @click.option("--gpu", default="any", show_default=True, help="e.g. A100:1, L4, 24GB+")
 @click.option("--spot", is_flag=True, help="Use spot/preemptible capacity.")
-@click.option("--max-price", type=float, default=None, help="USD per hour, whole instance.")
+@click.option(
+    "--max-price",
+    type=PRICE,
+    default=None,
+    help="USD per hour, whole instance.",
+)
 @click.option("--ttl", default="3h", show_default=True, help="Hard lifetime of the instance.")
 @click.option("--idle-timeout", default="10m", show_default=True, help="Power off with no job.")
 @click.option("--run-tag", default=None, help="Unique per run (default: GITHUB_RUN_ID-ATTEMPT).")

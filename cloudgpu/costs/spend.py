@@ -10,7 +10,6 @@ grand total a reader sees. Records are passed in; this module does not open the 
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -18,30 +17,40 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from cloudgpu.errors import ConfigError
+from cloudgpu.spec.fields import shown
+from cloudgpu.spec.units import parse_duration_s
 from cloudgpu.state.store import SpendRecord
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([hdwm])\s*$", re.I)
-_UNIT_SECONDS = {"h": 3600.0, "d": 86400.0, "w": 7 * 86400.0, "m": 30 * 86400.0}
+MAX_WINDOW_DAYS = 36_500  # a hundred years: anything longer is a typo
 
 
 def parse_since(text: str, now: float, origin: str = "--since") -> float:
-    """``90d`` / ``12h`` / ``2w`` / ``3m`` (30-day months) back from now, or an ISO date."""
-    m = _DURATION.match(text)
-    if m:
-        seconds = float(m.group(1)) * _UNIT_SECONDS[m.group(2).lower()]
-        if seconds <= 0:
-            raise ConfigError(f"{origin}: the window must be longer than 0, got {text!r}")
-        return now - seconds
+    """A window back from now in the one duration grammar (``90d``, ``12h``, ``2w``,
+    ``10m`` = ten minutes, ``1h30m``), or an ISO date; the window's start (unix seconds)."""
     try:
-        dt = datetime.fromisoformat(text.strip())
+        seconds = parse_duration_s(text)
     except ValueError:
+        return _since_date(text, now, origin)
+    if seconds > MAX_WINDOW_DAYS * 86400:
         raise ConfigError(
-            f"{origin}: expected a window like 90d, 12h, 2w, 3m or a date like 2026-09-01, "
-            f"got {text!r}"
+            f"{origin}: expected a window of at most {MAX_WINDOW_DAYS}d, got {shown(text)}"
+        )
+    return now - seconds
+
+
+def _since_date(text: str, now: float, origin: str) -> float:
+    try:
+        if len(text) > 40:
+            raise ValueError("too long for a date")
+        dt = datetime.fromisoformat(text.strip())
+        ts = (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+    except (ValueError, OverflowError, OSError):
+        raise ConfigError(
+            f"{origin}: expected a window like 90d, 12h, 2w, 10m (minutes) or a date like "
+            f"2026-09-01, got {shown(text)}"
         ) from None
-    ts = (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
     if ts >= now:
-        raise ConfigError(f"{origin}: {text!r} is not in the past")
+        raise ConfigError(f"{origin}: {shown(text)} is not in the past")
     return ts
 
 

@@ -14,6 +14,7 @@ Nothing here reads files or knows which keys exist.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -72,7 +73,7 @@ class Block:
     keys: Mapping[str, Node] = field(default_factory=dict)
     required: tuple[str, ...] = ()
     description: str = ""
-    values: Value | None = None
+    values: Node | None = None
     key_pattern: str | None = None
     key_form: str = ""
     extensions: bool = False
@@ -89,6 +90,8 @@ class ListOf:
 
 
 Node = Value | Block | ListOf
+# Any value of any shape: for tables another module checks (kept as they are).
+ANY = Value({})
 
 
 # -- value constructors ----------------------------------------------------------------
@@ -321,6 +324,78 @@ def either(description: str, *values: Value) -> Value:
         raise ValueError("expected " + "; or ".join(errors))
 
     return Value({"anyOf": [dict(v.schema) for v in values]}, parse, description)
+
+
+# -- checking plain data (config files, already parsed) ---------------------------------
+
+
+class FieldError(ValueError):
+    """A value of plain data broke its definition: ``key`` is its dotted path."""
+
+    def __init__(self, key: str, message: str, *, beyond: bool = False) -> None:
+        super().__init__(message)
+        self.key = key
+        self.beyond_schema = beyond
+
+
+def unknown_key(name: str, allowed: Sequence[str]) -> str:
+    """The message for a key that is not allowed, with the closest one when near."""
+    close = difflib.get_close_matches(name[:100], list(allowed), n=1, cutoff=0.6)
+    guess = f"did you mean '{close[0]}'? " if close else ""
+    return f"unknown key; {guess}expected one of: {', '.join(sorted(allowed))}"
+
+
+def _join(key: str, name: str) -> str:
+    return f"{key}.{clip(name, 80)}" if key else clip(name, 80)
+
+
+def check(defn: Node, value: Any, key: str) -> Any:
+    """``value`` (parsed JSON/TOML data) checked against ``defn``; FieldError naming the
+    dotted key on the first problem. Returns the parsed values."""
+    if isinstance(defn, Block):
+        return _check_block(defn, value, key)
+    if isinstance(defn, ListOf):
+        if defn.scalar_ok and not isinstance(value, list | Mapping):
+            return [check(defn.item, value, key)]
+        if not isinstance(value, list):
+            raise FieldError(key, f"expected a list, got {shown(value)}")
+        if len(value) > MAX_ITEMS:
+            raise FieldError(key, f"expected at most {MAX_ITEMS} entries, got {len(value)}")
+        return [check(defn.item, item, f"{key}[{i}]") for i, item in enumerate(value)]
+    if defn is ANY:
+        return value
+    if isinstance(value, list | Mapping):
+        raise FieldError(
+            key, f"expected a single value, got a {'list' if isinstance(value, list) else 'table'}"
+        )
+    try:
+        return defn.parse(str(value) if defn.raw else value)
+    except Unchecked as exc:
+        raise FieldError(key, str(exc), beyond=True) from None
+    except ValueError as exc:
+        raise FieldError(key, str(exc)) from None
+
+
+def _check_block(defn: Block, value: Any, key: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise FieldError(key, f"expected a table of key = value lines, got {shown(value)}")
+    if len(value) > MAX_ITEMS:
+        raise FieldError(key, f"expected at most {MAX_ITEMS} keys, got {len(value)}")
+    out = {}
+    for name, item in value.items():
+        full = _join(key, str(name))
+        if defn.values is not None:
+            if defn.key_pattern and not re.match(defn.key_pattern, str(name)):
+                raise FieldError(full, f"expected {defn.key_form or 'another key'}")
+            out[name] = check(defn.values, item, full)
+        elif name in defn.keys:
+            out[name] = check(defn.keys[name], item, full)
+        else:
+            raise FieldError(full, unknown_key(str(name), list(defn.keys)))
+    for req in defn.required:
+        if req not in value:
+            raise FieldError(_join(key, req), f"missing required key '{req}'")
+    return out
 
 
 # -- JSON Schema -------------------------------------------------------------------------

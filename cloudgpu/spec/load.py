@@ -26,7 +26,17 @@ import yaml
 from cloudgpu.data import uri
 from cloudgpu.errors import CloudGPUError, SpecError
 from cloudgpu.spec import schema
-from cloudgpu.spec.fields import MAX_ITEMS, Block, ListOf, Node, Unchecked, Value, clip, shown
+from cloudgpu.spec.fields import (
+    MAX_ITEMS,
+    Block,
+    ListOf,
+    Node,
+    Unchecked,
+    Value,
+    clip,
+    shown,
+    unknown_key,
+)
 from cloudgpu.spec.model import DataItem, JobSpec, Limits, OutputItem, Resources
 from cloudgpu.userfile import UnreadableFile, read_user_text
 
@@ -180,14 +190,7 @@ class _Walk:
         return list(sources)
 
     def _unknown(self, knode: YNode, full: str, name: str, defn: Block) -> SpecError:
-        allowed = list(defn.keys)
-        close = difflib.get_close_matches(name[:100], allowed, n=1, cutoff=0.6)
-        guess = f"did you mean '{close[0]}'? " if close else ""
-        return self.err(
-            knode,
-            clip(full, 80),
-            f"unknown key; {guess}expected one of: {', '.join(sorted(allowed))}",
-        )
+        return self.err(knode, clip(full, 80), unknown_key(name, list(defn.keys)))
 
 
 def load_job(path: str | os.PathLike[str], checks: JobChecks | None = None) -> JobSpec:

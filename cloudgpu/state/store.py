@@ -11,6 +11,7 @@ The store is passed in to whoever needs it; there is no module-level connection.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sqlite3
 import time
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cloudgpu.errors import StateError, StoreBusy
+from cloudgpu.errors import CloudGPUError, StateError, StoreBusy
 
 SCHEMA_VERSION = 2
 
@@ -166,6 +167,43 @@ def _row_to(cls: type, row: sqlite3.Row) -> Any:
     return cls(**data)
 
 
+def _create_private(path: Path) -> None:
+    """Create the store file owner-only (0600) before SQLite does (it would use the
+    umask); its -wal and -shm files take the same mode."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    except OSError:
+        pass  # read-only or full: Store.open falls back, or reports it
+
+
+def _why_read_only(path: Path, exc: sqlite3.OperationalError) -> str:
+    try:
+        if os.statvfs(path.parent).f_bavail == 0:
+            return "no space left on its disk"
+    except OSError:
+        pass
+    return "its disk is read-only" if not os.access(path.parent, os.W_OK) else str(exc)
+
+
+def _read_only(path: Path, clock: Any, why: str) -> Store | None:
+    """The store opened for reading only (immutable when even its -shm cannot be made)."""
+    if not path.is_file():
+        return None
+    for query in ("mode=ro", "immutable=1"):
+        try:
+            conn = sqlite3.connect(f"file:{path}?{query}", uri=True, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            store = Store(conn, path, clock, read_only=why)
+            if store.schema_version() == SCHEMA_VERSION:
+                return store
+            conn.close()
+        except sqlite3.DatabaseError:
+            continue
+    return None
+
+
 class Store:
     """A connection to one state file. Use :meth:`open`."""
 
@@ -175,17 +213,23 @@ class Store:
         path: Path,
         clock: Any = time.time,
         lock_wait_s: float = LOCK_WAIT_S,
+        *,
+        read_only: str | None = None,
     ) -> None:
         self._conn = conn
         self.path = path
         self.clock = clock
         self.lock_wait_s = lock_wait_s
+        self.read_only = read_only  # why it was opened for reading only
 
     @classmethod
     def open(cls, path: Path, clock: Any = time.time, lock_wait_s: float = LOCK_WAIT_S) -> Store:
         """``lock_wait_s``: how long a write waits while another process holds the write
-        lock (a lifecycle with an instance up waits long rather than fail)."""
+        lock (a lifecycle with an instance up waits long rather than fail). When its disk
+        is read-only or full, an existing store is opened read-only instead, so `status`,
+        `logs` and reports still work; a write then fails saying why."""
         path.parent.mkdir(parents=True, exist_ok=True)
+        _create_private(path)
         try:
             busy_ms = int(min(lock_wait_s, LOCK_WAIT_S) * 1000)
             conn = sqlite3.connect(str(path), timeout=busy_ms / 1000, isolation_level=None)
@@ -195,6 +239,11 @@ class Store:
             conn.execute("PRAGMA synchronous=NORMAL")
             store = cls(conn, path, clock, lock_wait_s)
             store._migrate()
+        except sqlite3.OperationalError as exc:
+            fallback = _read_only(path, clock, _why_read_only(path, exc))
+            if fallback is None:
+                raise
+            return fallback
         except sqlite3.DatabaseError as exc:
             raise StateError(
                 f"{path}: state store unreadable: {exc}",
@@ -208,6 +257,11 @@ class Store:
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction: all of it lands, or none."""
+        if self.read_only:
+            raise StateError(
+                f"{self.path}: cannot write the state store: {self.read_only}",
+                hint="free space or make CLOUDGPU_HOME writable (read-only commands still work)",
+            )
         self._begin()
         try:
             yield self._conn
@@ -317,7 +371,7 @@ class Store:
         }
         bad = set(fields) - allowed
         if bad:
-            raise StateError(f"cannot update job fields {sorted(bad)}")
+            raise CloudGPUError(f"bug: cannot update job fields {sorted(bad)}")
         fields["updated_at"] = self.clock()
         cols = ", ".join(f"{k}=?" for k in fields)
         with self.tx() as c:
@@ -401,7 +455,7 @@ class Store:
         }
         bad = set(fields) - allowed
         if bad:
-            raise StateError(f"cannot update instance fields {sorted(bad)}")
+            raise CloudGPUError(f"bug: cannot update instance fields {sorted(bad)}")
         if "ssh" in fields:
             fields["ssh_json"] = json.dumps(fields.pop("ssh"))
         cols = ", ".join(f"{k}=?" for k in fields)

@@ -29,6 +29,7 @@ from cloudgpu_providers.aws.keys import job_key, remove_key_files
 from cloudgpu_providers.aws.refresh import fetch_region
 from cloudgpu_providers.aws.session import Clients
 from cloudgpu_providers.aws.settings import DLAMI_NVME_MOUNT, AwsSettings, parse_settings
+from cloudgpu_providers.configkeys import FLAG, PORT, TEXT, TEXTS, URL, count, seconds
 from cloudgpu_providers.extras import missing_sdk
 
 from cloudgpu.catalog.gpus import GpuRegistry, load_registry
@@ -44,6 +45,7 @@ from cloudgpu.provider import (
     Provider,
     ProviderContext,
 )
+from cloudgpu.spec.fields import Node
 
 SDK_MODULES = ("boto3",)  # the `aws` extra
 # Spot request status codes meaning "the interruption notice has been issued".
@@ -53,6 +55,13 @@ SPOT_NOTICE_S = 120.0  # AWS gives two minutes from the notice
 
 class AWSProvider(Provider):
     name: ClassVar[str] = "aws"
+    config_keys: ClassVar[Mapping[str, Node]] = {
+        "regions": TEXTS, "endpoint_url": URL, "pricing_endpoint_url": URL,
+        "pricing_region": TEXT, "profile": TEXT, "ssh_cidr": TEXT, "public_ip_url": URL,
+        "image": TEXT, "image_name": TEXT, "image_owners": TEXTS, "ssh_user": TEXT,
+        "ssh_port": PORT, "nvme_mount": TEXT, "use_private_ip": FLAG,
+        "max_attempts": count(1, 20), "poll_s": seconds(60),
+    }  # fmt: skip
     capabilities: ClassVar[Capabilities] = Capabilities(
         startup_s=240.0,  # create -> ready: VM boot, SSH, driver and image setup
         spot=True,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 from cloudgpu_providers import notices
 from cloudgpu_providers.azure import bodies, deploy, retail, sizes
@@ -33,6 +33,7 @@ from cloudgpu_providers.azure.arm import (
 )
 from cloudgpu_providers.azure.auth import detect, make_credential
 from cloudgpu_providers.callerip import lookup_cidr, normalized_cidr
+from cloudgpu_providers.configkeys import FLAG, PORT, TEXT, URL, count, seconds
 from cloudgpu_providers.extras import missing_sdk
 
 from cloudgpu import sshkeys
@@ -58,6 +59,9 @@ from cloudgpu.provider import (
     ProviderContext,
     SSHTarget,
 )
+from cloudgpu.spec.fields import Node, either
+
+TEXT_OR_FLAG = either("a client id, or true", TEXT, FLAG)
 
 # Our own tags on the group, next to the job's: what describe() needs after a restart.
 TAG_VM = "cloudgpu-azure-vm"
@@ -70,6 +74,14 @@ DEFAULT_IP_LOOKUP = "https://api.ipify.org"
 
 class AzureProvider(Provider):
     name = "azure"
+    config_keys: ClassVar[Mapping[str, Node]] = {
+        "enabled": FLAG, "subscription_id": TEXT, "image": TEXT, "admin_user": TEXT,
+        "disk_sku": TEXT, "ssh_cidr": TEXT, "ip_lookup_url": URL, "retail_prices_url": URL,
+        "arm_endpoint": URL, "ca_bundle": TEXT, "polling_interval": seconds(600),
+        "retry_total": count(0, 100), "create_timeout_s": seconds(),
+        "delete_timeout_s": seconds(), "notice_poll_s": seconds(3600),
+        "auto_shutdown": FLAG, "ssh_port": PORT, "managed_identity": TEXT_OR_FLAG,
+    }  # fmt: skip
     capabilities = Capabilities(
         startup_s=360.0,  # create -> ready: a resource group, its network and a VM
         spot=True,

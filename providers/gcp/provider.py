@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from cloudgpu_providers import notices
 from cloudgpu_providers.callerip import lookup_cidr, normalized_cidr
+from cloudgpu_providers.configkeys import FLAG, PORT, RETRY, TEXT, TEXTS, URL, seconds
 from cloudgpu_providers.extras import missing_sdk
 from cloudgpu_providers.gcp import instances as build
 from cloudgpu_providers.gcp import pricing
@@ -42,6 +43,7 @@ from cloudgpu.provider import (
     NoticeWatcher,
     Provider,
 )
+from cloudgpu.spec.fields import Node
 from cloudgpu.sshkeys import key_pair
 
 DEFAULT_IP_LOOKUP = "https://checkip.amazonaws.com"
@@ -51,6 +53,13 @@ OP_WAITS = 20  # zoneOperations.wait returns after at most ~2 min; 20 waits ~ 40
 
 class GCPProvider(Provider):
     name: ClassVar[str] = "gcp"
+    config_keys: ClassVar[Mapping[str, Node]] = {
+        **RETRY, "project": TEXT, "regions": TEXTS, "zone": TEXT, "network": TEXT,
+        "image": TEXT, "disk_type": TEXT, "ssh_port": PORT, "ssh_user": TEXT,
+        "nvme_mount": TEXT, "ssh_cidr": TEXT, "ip_lookup_url": URL,
+        "notice_poll_s": seconds(3600), "endpoint_url": URL, "billing_endpoint_url": URL,
+        "anonymous": FLAG, "credentials_file": TEXT, "use_metadata_server": FLAG,
+    }  # fmt: skip
     capabilities: ClassVar[Capabilities] = Capabilities(
         startup_s=240.0,  # create -> ready: VM boot, SSH, driver and image setup
         spot=True,

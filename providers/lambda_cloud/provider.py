@@ -31,6 +31,7 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from cloudgpu_providers.apikey import ApiKeySource, api_base, probed, retry_options
+from cloudgpu_providers.configkeys import API_KEYS, TEXT, URL
 from cloudgpu_providers.lambda_cloud import instances as inst_mod
 from cloudgpu_providers.lambda_cloud import names
 from cloudgpu_providers.lambda_cloud.api import DEFAULT_BASE_URL, PROVIDER, LambdaClient
@@ -55,6 +56,7 @@ from cloudgpu.provider import (
     Instance,
     Provider,
 )
+from cloudgpu.spec.fields import Node
 from cloudgpu.sshkeys import ensure_keypair
 
 API_KEY = ApiKeySource("Lambda", "LAMBDA_API_KEY", PROVIDER)
@@ -62,6 +64,9 @@ API_KEY = ApiKeySource("Lambda", "LAMBDA_API_KEY", PROVIDER)
 
 class LambdaProvider(Provider):
     name: ClassVar[str] = "lambda"
+    config_keys: ClassVar[Mapping[str, Node]] = {
+        **API_KEYS, "api_url": URL, "image_family": TEXT,
+    }  # fmt: skip
     capabilities: ClassVar[Capabilities] = Capabilities(
         startup_s=300.0,  # create -> ready: a VM; Lambda boots take a few minutes
         spot=False,  # Lambda sells no spot/interruptible capacity

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from cloudgpu_providers.apikey import ApiKeySource, api_base, probed, retry_options
+from cloudgpu_providers.configkeys import API_KEYS, TEXT, URL, seconds
 from cloudgpu_providers.runpod import offers as offers_mod
 from cloudgpu_providers.runpod import pods
 from cloudgpu_providers.runpod.api import DEFAULT_BASE_URL, PROVIDER, GraphQLClient
@@ -40,6 +41,7 @@ from cloudgpu.provider import (
     Instance,
     Provider,
 )
+from cloudgpu.spec.fields import Node, number
 from cloudgpu.sshkeys import key_pair
 
 # RunPod's PyTorch image: its /start.sh starts sshd and authorizes $PUBLIC_KEY.
@@ -68,6 +70,12 @@ DEPLOY_ATTEMPTS = 3
 
 class RunPodProvider(Provider):
     name: ClassVar[str] = "runpod"
+    config_keys: ClassVar[Mapping[str, Node]] = {
+        **API_KEYS, "api_base_url": URL, "image_start": TEXT, "data_center_id": TEXT,
+        "vcpus_per_gpu": number("vCPUs per GPU", 0, 1024),
+        "memory_gb_per_gpu": number("GB of RAM per GPU", 0, 100_000),
+        "notice_poll_s": seconds(3600), "notice_ahead_s": seconds(),
+    }  # fmt: skip
     capabilities: ClassVar[Capabilities] = Capabilities(
         startup_s=180.0,  # create -> ready: a container pulled and started on a host
         spot=False,  # spot pods are being retired (REFERENCE.md section 7)

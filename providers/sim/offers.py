@@ -15,6 +15,7 @@ from cloudgpu.catalog.catalog import load_catalog
 from cloudgpu.catalog.offer import MARKETS, Offer
 from cloudgpu.errors import ConfigError
 from cloudgpu.paths import Paths
+from cloudgpu.spec.fields import Node, choice, number, text
 
 NAME = "sim"
 # One small and one large machine of each common GPU family, both markets.
@@ -40,6 +41,18 @@ _REQUIRED = (
     "price_per_hour",
 )
 _OPTIONAL_NUM = ("nvme_count", "nvme_size_gb", "network_gbps")
+_SIZE = number("a size or count", 0, 1e7, lo_open=False)
+# One [[providers.sim.offers]] table, checked when config.toml is read.
+OFFER_REQUIRED = _REQUIRED
+OFFER_KEYS: dict[str, Node] = {
+    "instance_type": text(max_len=200),
+    "gpu": text(max_len=200),
+    "gpu_count": number("GPUs", 0, 1024, integer=True, lo_open=False),
+    "price_per_hour": number("USD per hour", 0, 10_000, lo_open=False),
+    "region": text(max_len=200),
+    "market": choice("on_demand | spot", MARKETS),
+    **dict.fromkeys(("gpu_memory_gb", "vcpus", "memory_gb", *_OPTIONAL_NUM), _SIZE),
+}
 
 
 def default_offers(paths: Paths) -> list[Offer]:

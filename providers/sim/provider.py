@@ -30,8 +30,15 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
+from cloudgpu_providers.configkeys import FLAG, count, seconds
 from cloudgpu_providers.sim import instance as inst
-from cloudgpu_providers.sim.offers import NAME, configured_offers, default_offers
+from cloudgpu_providers.sim.offers import (
+    NAME,
+    OFFER_KEYS,
+    OFFER_REQUIRED,
+    configured_offers,
+    default_offers,
+)
 
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import CapacityError, ConfigError, ProviderError
@@ -45,6 +52,7 @@ from cloudgpu.provider import (
     Provider,
     SSHTarget,
 )
+from cloudgpu.spec.fields import Block, ListOf, Node
 
 DEFAULT_MAX_LIFETIME_S = 24 * 3600
 
@@ -58,6 +66,13 @@ _STATES = {
 
 class SimProvider(Provider):
     name: ClassVar[str] = NAME
+    config_keys: ClassVar[Mapping[str, Node]] = {
+        "enabled": FLAG, "boot_delay": seconds(), "default_capacity": count(0, 100_000),
+        "capacity": Block(values=count(0, 100_000)), "preempt_after": seconds(),
+        "preempt_notice": seconds(), "nvme_tmpfs_mb": count(0, 10_000_000),
+        "namespaces": FLAG, "max_lifetime": seconds(365 * 86_400), "poll_s": seconds(600),
+        "offers": ListOf(Block(OFFER_KEYS, required=OFFER_REQUIRED)),
+    }  # fmt: skip
     capabilities: ClassVar[Capabilities] = Capabilities(
         startup_s=5.0,  # create -> ready: an sshd on loopback
         spot=True,

@@ -33,6 +33,7 @@ from cloudgpu_providers.apikey import (
     read_plain_key,
     retry_options,
 )
+from cloudgpu_providers.configkeys import API_KEYS, URL, count
 from cloudgpu_providers.vast import instances as inst_mod
 from cloudgpu_providers.vast import offers as offers_mod
 from cloudgpu_providers.vast.api import DEFAULT_BASE_URL, PROVIDER, VastClient
@@ -56,6 +57,7 @@ from cloudgpu.provider import (
     InstanceState,
     Provider,
 )
+from cloudgpu.spec.fields import Node, number
 from cloudgpu.sshkeys import ensure_keypair
 
 DEFAULT_IMAGE = "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime"
@@ -72,6 +74,10 @@ API_KEY = ApiKeySource(
 
 class VastProvider(Provider):
     name: ClassVar[str] = "vast"
+    config_keys: ClassVar[Mapping[str, Node]] = {
+        **API_KEYS, "api_url": URL, "offer_limit": count(1, 100_000),
+        "bid_factor": number("a factor on the asking price", 0, 100),
+    }  # fmt: skip
     capabilities: ClassVar[Capabilities] = Capabilities(
         startup_s=300.0,  # create -> ready: a marketplace container, image pull included
         spot=True,  # interruptible (bid) instances

@@ -42,7 +42,7 @@ def test_status_logs_and_history(tmp_path: Path, cloudgpu_home: Path) -> None:
 
 def test_unknown_job_and_bad_down_usage(cloudgpu_home: Path) -> None:
     code, _, err = main_exit(["logs", "nope"])
-    assert code == 3 and "no job 'nope'" in err and "Traceback" not in err
+    assert code == 2 and "no job 'nope'" in err and "Traceback" not in err
     code, _, err = main_exit(["down"])
     assert code == 2 and "exactly one of" in err
     code, out, _ = main_exit(["down", "--all"])

@@ -86,13 +86,16 @@ def test_cents_largest_remainder() -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("90d", 90 * 86400), ("12h", 43200), ("2w", 14 * 86400), ("1m", 30 * 86400)],
+    [("90d", 90 * 86400), ("12h", 43200), ("2w", 14 * 86400), ("10m", 600), ("1h30m", 5400)],
 )
 def test_parse_since(text: str, seconds: float) -> None:
+    """The one duration grammar: `10m` is ten minutes here too, as in idle_timeout: 10m."""
     assert parse_since(text, now=1e9) == 1e9 - seconds
 
 
-@pytest.mark.parametrize("text", ["0d", "yesterday", "2999-01-01", "-5d"])
+@pytest.mark.parametrize(
+    "text", ["0d", "yesterday", "2999-01-01", "-5d", "99999999d", "nan", "9999-99-99", "1" * 5000]
+)
 def test_parse_since_bad(text: str) -> None:
     with pytest.raises(ConfigError, match="--since"):
         parse_since(text, now=T0)
