@@ -58,6 +58,7 @@ SECTIONS: dict[str, Node] = {
         {
             "ssh_timeout": _seconds("how long a new instance may take to answer SSH"),
             "deadline_grace": _seconds("past max_runtime before the instance-side deadline"),
+            "retry_backoff": _seconds("first wait between rounds of --retry-until-up"),
         }
     ),
     "runner": Block(

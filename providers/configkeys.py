@@ -4,13 +4,13 @@ provider.py from these; nothing here knows a provider."""
 
 from __future__ import annotations
 
-from cloudgpu.spec.fields import ListOf, Node, Value, flag, number, text
+from cloudgpu.spec.fields import ListOf, Node, Value, flag, number, port, text
 
 TEXT = text(max_len=4096)
 URL = text(form="a URL", max_len=4096)
 TEXTS = ListOf(text(max_len=200), scalar_ok=True)
 FLAG = flag("true or false")
-PORT = number("a TCP port", 1, 65_535, integer=True, lo_open=False)
+PORT = port()
 
 
 def seconds(hi: float = 86_400.0) -> Value:

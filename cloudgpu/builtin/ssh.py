@@ -47,7 +47,7 @@ from cloudgpu.provider import (
 )
 from cloudgpu.remote import connect
 from cloudgpu.remote.hostkeys import host_label
-from cloudgpu.spec.fields import Block, ListOf, Node, number, text
+from cloudgpu.spec.fields import Block, ListOf, Node, number, port, text
 
 _GPUS_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9._-]*)\s*(?::\s*(\d+))?\s*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -62,7 +62,7 @@ _AMOUNT = number("a size or count", 0, 1e7, lo_open=False)
 # One `hosts = [{...}]` entry of [providers.ssh], checked when config.toml is read.
 HOST_KEYS: dict[str, Node] = {
     "name": _TEXT, "host": _TEXT, "user": _TEXT, "key": _TEXT, "gpus": _TEXT, "nvme": _TEXT,
-    "host_key": _TEXT, "port": number("a TCP port", 1, 65_535, integer=True, lo_open=False),
+    "host_key": _TEXT, "port": port(),
     "price_per_hour": number("USD per hour", 0, 10_000, lo_open=False),
     **dict.fromkeys(("gpu_memory_gb", "vcpus", "memory_gb", "nvme_gb"), _AMOUNT),
 }  # fmt: skip

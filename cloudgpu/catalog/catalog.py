@@ -198,9 +198,19 @@ def write_cache(
     if wrong:
         raise CatalogError(f"{provider}: refresh returned offers of {', '.join(sorted(wrong))}")
     observed = (now or datetime.now(UTC)).isoformat(timespec="seconds").replace("+00:00", "Z")
+    kept = [o for o in offers if snapshot.possible(o)]  # a negative price is no offer
+    if not kept:
+        raise CatalogError(f"{provider}: refresh returned no possible offers; cache unchanged")
+    skipped = {"impossible values (negative price, NaN)": len(offers) - len(kept)}
     path = cache_path(paths, provider)
     snapshot.write(
         path,
-        snapshot.OfferFile(provider=provider, source=source, observed_at=observed, offers=offers),
+        snapshot.OfferFile(
+            provider=provider,
+            source=source,
+            observed_at=observed,
+            offers=kept,
+            skipped=skipped if len(kept) < len(offers) else {},
+        ),
     )
     return path

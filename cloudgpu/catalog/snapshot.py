@@ -11,13 +11,14 @@ normalized (tools/convert_prices.py, the providers).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cloudgpu import atomicfile
-from cloudgpu.catalog.offer import Offer
+from cloudgpu.catalog.offer import MARKETS, Offer
 from cloudgpu.errors import CatalogError
 
 FORMAT_VERSION = 1
@@ -106,6 +107,53 @@ def _check_head(doc: Any, path: Path) -> None:
     for key in ("provider", "source", "observed_at"):
         if not isinstance(doc.get(key), str):
             raise CatalogError(f"{path}: '{key}' missing or not a string")
+    if not isinstance(doc.get("price_source") or "", str):
+        raise CatalogError(f"{path}: 'price_source' is not a string")
+    for key in ("origin", "skipped"):
+        if not isinstance(doc.get(key) or {}, dict):
+            raise CatalogError(f"{path}: '{key}' is not an object")
+
+
+# What each column holds (numbers may be int or float); rows are checked as they are
+# built, with one tuple lookup for the common, well-formed case.
+_NUMERIC = (6, 7, 8, 9, 11, 12)  # gpu_memory_gb, vcpus, memory_gb, price, nvme size, network
+_WANT: tuple[type, ...] = (str, str, str, str, str, int, float, float, float, float, int,
+                           float, float, str, str, list)  # fmt: skip
+_ROW_TYPES = frozenset(
+    tuple(
+        (float if (mask >> _NUMERIC.index(i)) & 1 else int) if i in _NUMERIC else want
+        for i, want in enumerate(_WANT)
+    )
+    for mask in range(1 << len(_NUMERIC))
+)
+MAX_QUANTITY = 1e9  # no GB, vCPU, $/h or Gbit/s figure of a real machine comes near
+
+
+def check_row(row: Any) -> None:
+    """ValueError naming the field when a row is not what :func:`dump` writes: text where
+    text is due, whole counts, finite numbers >= 0 (a negative price is impossible)."""
+    if not isinstance(row, list) or len(row) != _N:
+        raise ValueError(f"expected a list of {_N} fields")
+    if tuple(map(type, row)) not in _ROW_TYPES:
+        for i, (value, want) in enumerate(zip(row, _WANT, strict=True)):
+            ok = type(value) in (int, float) if i in _NUMERIC else type(value) is want
+            if not ok:
+                raise ValueError(f"{COLUMNS[i]}: expected {want.__name__}, got {value!r:.60}")
+    cols = (*_NUMERIC, 5, 10)
+    if not (min(row[i] for i in cols) >= 0 and math.fsum(row[i] for i in cols) < MAX_QUANTITY):
+        i = next((i for i in cols if not 0 <= row[i] < MAX_QUANTITY), 9)  # NaN fails both
+        raise ValueError(f"{COLUMNS[i]}: impossible value {row[i]!r} (negative, NaN or huge)")
+    if row[3] not in MARKETS or not all(isinstance(f, str) for f in row[15]):
+        raise ValueError(f"market {row[3]!r:.30} or flags are not what an offer holds")
+
+
+def possible(offer: Offer) -> bool:
+    """Whether an offer passes :func:`check_row` (what a reader will accept)."""
+    try:
+        check_row(_row(offer, "", ""))
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def read(path: Path, gpus: Collection[str] | None = None) -> OfferFile:
@@ -129,12 +177,9 @@ def read(path: Path, gpus: Collection[str] | None = None) -> OfferFile:
     offers = []
     try:
         for row in doc["rows"]:
-            if gpus is not None and row[4] not in gpus:
+            if gpus is not None and isinstance(row, list) and len(row) == _N and row[4] not in gpus:
                 continue
-            if len(row) != _N:
-                raise ValueError(f"row has {len(row)} fields, expected {_N}")
-            if not isinstance(row[9], int | float) or not isinstance(row[5], int):
-                raise ValueError("price_per_hour and gpu_count must be numbers")
+            check_row(row)
             # Positional, in COLUMNS order: the cheapest way to build 10^4..10^6 records.
             offers.append(
                 Offer(

@@ -196,10 +196,12 @@ def number(
     integer: bool = False,
     lo_open: bool = True,
     attr: str | None = None,
+    form: str | None = None,
 ) -> Value:
-    """A plain YAML number within (lo, hi] (``lo_open=False``: [lo, hi])."""
+    """A plain YAML number within (lo, hi] (``lo_open=False``: [lo, hi]); ``form`` names
+    it in messages (default: "a number (unit)")."""
     kind = "a whole number" if integer else "a number"
-    what = f"{kind} ({unit})" if unit else kind
+    what = form or (f"{kind} ({unit})" if unit else kind)
 
     def parse(value: Any) -> float | int:
         if not is_number(value) or (integer and not _whole(value)):
@@ -210,6 +212,10 @@ def number(
     bound = "exclusiveMinimum" if lo_open else "minimum"
     schema = {"type": "integer" if integer else "number", bound: lo, "maximum": hi}
     return Value(schema, parse, description, attr)
+
+
+def port(description: str = "a TCP port") -> Value:
+    return number(description, 1, 65_535, integer=True, lo_open=False, form="a port number")
 
 
 def _ci(word: str, seps: bool) -> str:

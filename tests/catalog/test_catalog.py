@@ -92,6 +92,15 @@ def test_write_cache_refuses_empty_and_foreign_offers(paths: Paths) -> None:
         lambda text: text.replace('"count": 1', '"count": 2'),  # rows missing
         lambda text: text.replace('"format": 1', '"format": 99'),
         lambda text: text.replace("42.0", '"cheap"'),  # wrong type in a row
+        lambda text: text.replace("42.0", "-42.0"),  # an impossible (negative) price
+        lambda text: text.replace("42.0", "NaN"),  # json.loads reads NaN
+        lambda text: text.replace("42.0", "1e400"),  # infinity
+        lambda text: text.replace('"p5.48xlarge"', "5"),  # a number where text is due
+        lambda text: text.replace('"on_demand"', '"sometimes"'),  # no such market
+        lambda text: text.replace(",8,", ',"8",', 1),  # gpu_count as text
+        lambda text: text.replace('"origin": {}', '"origin": [1]'),  # header field type
+        lambda text: text.replace('"skipped": {}', '"skipped": "x"'),
+        lambda text: text.replace("[]]", '[3]]'),  # flags must be text
     ],
 )
 def test_corrupt_cache_warns_and_falls_back(paths: Paths, damage: object) -> None:
@@ -103,6 +112,19 @@ def test_corrupt_cache_warns_and_falls_back(paths: Paths, damage: object) -> Non
     assert len(warnings) == 1 and str(path) in warnings[0]
     assert "using the bundled snapshot for aws" in warnings[0]
     assert not cat.sources["aws"].from_cache and len(cat.offers) > 1000
+
+
+def test_write_cache_drops_impossible_offers(paths: Paths) -> None:
+    write_cache(
+        paths,
+        "aws",
+        [offer(price_per_hour=-1.0), offer(price_per_hour=float("nan")), offer()],
+        "src",
+        now=NOW,
+    )
+    data = snapshot.read(cache_path(paths, "aws"))
+    assert [o.price_per_hour for o in data.offers] == [55.04]
+    assert data.skipped == {"impossible values (negative price, NaN)": 2}
 
 
 def test_corrupt_cache_warning_goes_to_stderr_by_default(
