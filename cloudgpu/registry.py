@@ -15,13 +15,15 @@ from cloudgpu.config import Config
 from cloudgpu.errors import ConfigError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import Provider, ProviderContext
-from cloudgpu.spec.fields import Block, ListOf, Node, text
+from cloudgpu.spec.fields import Block, ListOf, Node, number, text
 
 GROUP = "cloudgpu.providers"
 # Keys every [providers.NAME] table may hold, whatever the provider declares: the core
 # reads them itself (regions: only that provider's offers in these regions are used).
 COMMON_KEYS: dict[str, Node] = {
     "regions": ListOf(text(form="a region name or glob", max_len=200), scalar_ok=True),
+    # Seconds between outside preemption polls (cloudgpu.lifecycle.watch).
+    "notice_poll_s": number("seconds", 0, 3600, unit="seconds", lo_open=False),
 }
 
 

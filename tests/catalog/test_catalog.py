@@ -100,7 +100,7 @@ def test_write_cache_refuses_empty_and_foreign_offers(paths: Paths) -> None:
         lambda text: text.replace(",8,", ',"8",', 1),  # gpu_count as text
         lambda text: text.replace('"origin": {}', '"origin": [1]'),  # header field type
         lambda text: text.replace('"skipped": {}', '"skipped": "x"'),
-        lambda text: text.replace("[]]", '[3]]'),  # flags must be text
+        lambda text: text.replace("[]]", "[3]]"),  # flags must be text
     ],
 )
 def test_corrupt_cache_warns_and_falls_back(paths: Paths, damage: object) -> None:
