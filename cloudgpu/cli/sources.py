@@ -1,12 +1,14 @@
 """The inputs of the one gather + plan path, built from the App: where offers come from
-(providers and catalog), the startup history in the state store, the job's data size.
+(providers and catalog), the startup history in the state store, the job's data size
+(local trees walked, remote sources listed).
 Shared by plan, launch, runner start and report plan so they cannot drift apart; kept
 out of cli/context.py so commands that do not plan (`offers`) do not import the planner.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import click
 
@@ -14,11 +16,13 @@ from cloudgpu.catalog.catalog import bundled_providers, cached_providers, load_c
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.cli.context import App
+from cloudgpu.data import pull, uri
+from cloudgpu.data.select import selector_for
 from cloudgpu.errors import CloudGPUError
 from cloudgpu.planner.calibrate import RunHistory
 from cloudgpu.planner.choose import Choice, OfferSources, local_data_bytes, plan_job
 from cloudgpu.planner.overhead import FALLBACK_STARTUP_S, StartupHistory
-from cloudgpu.spec.model import JobSpec
+from cloudgpu.spec.model import DataItem, JobSpec
 
 
 def warn(message: str) -> None:
@@ -39,6 +43,22 @@ def offer_sources(app: App) -> OfferSources:
         default_providers=tuple(default) if isinstance(default, list) else (),
         configured=tuple(app.config.data.get("providers", {})),
     )
+
+
+def remote_size(app: App, job: JobSpec) -> Callable[[DataItem], int | None]:
+    """A remote data source's size as staging will pull it: its listing (metadata only,
+    with the client's credentials) after the item's excludes and .cloudgpuignore."""
+
+    def size(item: DataItem) -> int | None:
+        try:
+            selector = selector_for(item.exclude, Path(job.base_dir or "."))
+            return pull.list_source(item.src, selector, app.env).bytes
+        except (CloudGPUError, ValueError) as exc:
+            shown = str(uri.parse(item.src)) if uri.is_remote(item.src) else item.src
+            warn(f"{shown}: size not known ({exc}); the plan counts no staging time for it")
+            return None
+
+    return size
 
 
 def startup_history(app: App) -> StartupHistory:
@@ -84,7 +104,7 @@ def choose(
         registry=load_registry(),
         history=startup_history(app),
         runs=run_history(app),
-        data_bytes=local_data_bytes(job, warn),
+        data_bytes=local_data_bytes(job, warn, remote_size(app, job)),
         objective=objective,
         all_providers=all_providers,
     )

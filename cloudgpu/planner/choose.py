@@ -26,7 +26,7 @@ from cloudgpu.planner.calibrate import RunHistory
 from cloudgpu.planner.overhead import StartupHistory
 from cloudgpu.planner.rank import Candidate, Plan, plan
 from cloudgpu.provider import Provider
-from cloudgpu.spec.model import JobSpec
+from cloudgpu.spec.model import DataItem, JobSpec
 
 Warn = Callable[[str], None]
 
@@ -206,9 +206,15 @@ def nothing_fits(choice: Choice) -> ConfigError:
 # -- the data a job stages --------------------------------------------------------------
 
 
-def local_data_bytes(job: JobSpec, warn: Warn | None = None) -> int | None:
-    """Bytes staging will send for the job's local data sources; None when a source is
-    remote or missing (the planner then uses the workload's ``data_size``).
+def local_data_bytes(
+    job: JobSpec,
+    warn: Warn | None = None,
+    remote: Callable[[DataItem], int | None] | None = None,
+) -> int | None:
+    """Bytes staging will move for the job's data sources; None when a source is missing
+    or remote without ``remote`` (the planner then uses the workload's ``data_size``).
+    ``remote`` gives a remote source's size as its listing says (None: not known); the
+    caller owns the stores' credentials, this module reaches no store itself.
 
     Counted as staging sends them: regular files; symlinks inside a source are copied as
     links (no bytes, never followed, so a loop cannot trap the walk); sockets, FIFOs and
@@ -219,7 +225,11 @@ def local_data_bytes(job: JobSpec, warn: Warn | None = None) -> int | None:
     total = 0
     for i, item in enumerate(job.data):
         if "://" in item.src:
-            return None
+            size = remote(item) if remote is not None else None
+            if size is None:
+                return None
+            total += size
+            continue
         path = Path(job.base_dir or ".", os.path.expanduser(item.src))
         size = _tree_bytes(path, f"data[{i}].src", warn or _no_warning)
         if size is None:
