@@ -182,9 +182,11 @@ def nothing_fits(choice: Choice) -> ConfigError:
     if p.needs:
         return ConfigError(f"{where}: no offer fits: {p.needs}", hint=hint)
     if not p.rejected:
+        # Why the wanted providers gave none (e.g. "gcp: not enabled: install cloudgpu[gcp]").
+        why = "; ".join(notes[:3]) + "; " if notes else ""
         return ConfigError(
             f"{where}: no offers to choose from",
-            hint="enable a provider (`cloudgpu check`) or remove resources.providers",
+            hint=f"{why}enable a provider (`cloudgpu check`) or remove resources.providers",
         )
     costed = [c for c in p.rejected if c.memory_per_gpu_gb is not None or c.est_cost is not None]
     if costed:  # met the resources; the workload or the limits rejected them

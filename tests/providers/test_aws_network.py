@@ -161,8 +161,7 @@ def test_the_lifecycle_fails_over_to_the_zone_with_a_subnet(
         JobSpec(name="j"),
         [first, second],
         public_key="",
-        deadline=None,
-        expires=time.time() + 3600,
+        deadline=lambda _: time.time() + 3600,
         excluded=set(),
     )
     try:
