@@ -1,9 +1,10 @@
 """The GPU spec registry: what each accelerator is, and every name it goes by.
 
 Specs come from the bundled ``data/gpus.csv`` (one row per model, each with its source
-and date). This module answers three questions: the spec of a name, the canonical name
-of a spelling (:meth:`GpuRegistry.canonical`), and which canonical names a user's query
-means (:meth:`GpuRegistry.matches`). It must not know about prices, offers, providers or
+and date). This module answers four questions: the spec of a name, the canonical name
+of a spelling (:meth:`GpuRegistry.canonical`), which canonical names a user's query
+means (:meth:`GpuRegistry.matches`), and how much memory a program can really allocate
+on a card (:func:`usable_gib`). It must not know about prices, offers, providers or
 their APIs: spellings are data (aliases) plus the few rules below that need the memory
 size to decide; what a name means at one provider only is that provider's code.
 """
@@ -23,6 +24,22 @@ from cloudgpu.errors import CatalogError
 DATA_FILE = Path(__file__).resolve().parent / "data" / "gpus.csv"
 
 KIND_GPU = "gpu"  # other kinds: "accelerator" (ASIC), "fpga", "tpu"
+
+GIB = float(2**30)
+# A card's "80 GB" is a label, not a unit: the driver reports 81,920 MiB for an A100 80GB
+# (HBM: the label is about GiB) but 46,068 MiB = 45.0 GiB for an L40S "48 GB" (GDDR6
+# with ECC on, as clouds run it, gives up 1/16). gpus.csv's memory_mib is the driver's
+# figure (nvidia-smi memory.total) where a published one was found. Of that, CUDA keeps
+# a share the program never sees: PyTorch's "X GiB total capacity" is 79.14-79.25 on an
+# A100 80GB (81,920 MiB), 39.50 on a 40GB (40,960), 14.74-14.76 on a T4 (15,360) and
+# 23.68 on an RTX 4090 (24,564): 0.9-1.7%, median 1.25% (github.com/lianqi1008/
+# Control-GIC/issues/6, levihsu/OOTDiffusion/issues/235, TianheWu/CoSeR/issues/10,
+# zai-org/CogVideo/issues/741 and /36).
+DRIVER_RESERVED = 0.0125
+# A label without a driver figure is read as decimal gigabytes: the least it can mean
+# (every card above has at least that much: the L40S's 46,068 MiB is 48.3e9 bytes).
+LABEL_BYTES_PER_GB = 1e9
+SAME_CARD = 0.10  # an offer's label within 10% of the spec's is the same card
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +61,30 @@ class GpuSpec:
     source: str
     date: str
     kind: str = KIND_GPU
+    memory_mib: float | None = None  # what the driver reports (nvidia-smi memory.total)
 
     @property
     def is_gpu(self) -> bool:
         return self.kind == KIND_GPU
+
+
+def usable_gib(label_gb: float, spec: GpuSpec | None = None) -> float:
+    """GiB a program can allocate on one GPU an offer labels ``label_gb`` (0: unknown).
+
+    A label close to the spec's is that card: the driver's figure when the registry has
+    one. A label well below it is a share (a fractional GPU, a MIG slice) and one above
+    it a different board (a 48 GB RTX 4090): the card's figure scaled by the labels.
+    Without a spec, the label in decimal gigabytes. Less the driver's reserved share."""
+    label = label_gb or (spec.memory_gb if spec is not None else 0.0)
+    if label <= 0:
+        return 0.0
+    if spec is not None and spec.memory_gb > 0:
+        card = (spec.memory_mib or 0.0) * 2**20 or spec.memory_gb * LABEL_BYTES_PER_GB
+        ratio = label / spec.memory_gb
+        total = card if abs(ratio - 1.0) <= SAME_CARD else card * ratio
+    else:
+        total = label * LABEL_BYTES_PER_GB
+    return total * (1.0 - DRIVER_RESERVED) / GIB
 
 
 def compact(name: str) -> str:
@@ -203,6 +240,7 @@ def _row_to_spec(row: dict[str, str]) -> GpuSpec:
         source=row["source"],
         date=row["date"],
         kind=row["kind"] or KIND_GPU,
+        memory_mib=_opt_float(row.get("memory_mib") or ""),
     )
 
 

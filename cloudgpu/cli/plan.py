@@ -52,8 +52,8 @@ def candidate_json(c: Candidate) -> dict[str, Any]:
         **offer_json(c.offer),
         "num_nodes": c.num_nodes,
         "fits": c.fits,
-        "memory_per_gpu_gb": c.memory_per_gpu_gb,
-        "memory_breakdown_gb": c.memory_breakdown,
+        "memory_per_gpu_gib": c.memory_per_gpu_gib,
+        "memory_breakdown_gib": c.memory_breakdown,
         "layout": c.layout,
         "est_hours": _round(c.est_hours),
         "est_gpu_hours": _round(c.est_gpu_hours),
@@ -95,7 +95,7 @@ def render_candidates(cands: list[Candidate]) -> list[str]:
         "market",
         "GPUs",
         "fits",
-        "mem/GPU GB",
+        "mem/GPU GiB",
         "layout",
         "est hours",
         "est total $",
@@ -110,7 +110,7 @@ def render_candidates(cands: list[Candidate]) -> list[str]:
             c.offer.market,
             _gpu_config(c),
             "yes" if c.fits else "no",
-            _num(c.memory_per_gpu_gb, ".1f"),
+            _num(c.memory_per_gpu_gib, ".1f"),
             c.layout or "-",
             _num(c.est_hours, ",.1f"),
             _num(c.est_cost, ",.2f"),
@@ -123,14 +123,14 @@ def render_candidates(cands: list[Candidate]) -> list[str]:
 
 def _workload_reject(c: Candidate) -> bool:
     """Met the resources but not the workload (memory) or the budget."""
-    return c.memory_per_gpu_gb is not None or c.est_cost is not None
+    return c.memory_per_gpu_gib is not None or c.est_cost is not None
 
 
 def _miss(c: Candidate) -> tuple[float, float]:
     if c.est_cost is not None:
         return (0.0, c.est_cost)
     have = c.offer.gpu_memory_gb or 1.0
-    return ((c.memory_per_gpu_gb or 0.0) / have, c.price_per_hour)
+    return ((c.memory_per_gpu_gib or 0.0) / have, c.price_per_hour)
 
 
 def render_rejected(p: Plan, limit: int) -> list[str]:
@@ -161,7 +161,7 @@ def _best_notes(best: Candidate) -> list[str]:
     out = []
     if best.memory_breakdown:
         parts = ", ".join(f"{k} {v:.1f}" for k, v in best.memory_breakdown.items())
-        out.append(f"#1 memory per GPU (GB): {parts}")
+        out.append(f"#1 memory per GPU (GiB): {parts}")
     if best.est_hours is not None:
         compute = best.est_hours - best.staging_hours - best.startup_hours
         compute -= best.spot_penalty_hours

@@ -21,7 +21,7 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from cloudgpu.catalog.gpus import GpuRegistry, GpuSpec
+from cloudgpu.catalog.gpus import GpuRegistry, GpuSpec, usable_gib
 from cloudgpu.errors import CloudGPUError
 from cloudgpu.planner.fit import Shape, estimate_shape
 from cloudgpu.planner.workload import Workload, parse_workload
@@ -107,7 +107,7 @@ class RunHistory:
         matched: Iterable[tuple[RunRecord, Workload, GpuSpec]], registry: GpuRegistry
     ) -> Iterable[float]:
         for rec, past, spec in matched:
-            shape = Shape(spec.memory_gb, rec.gpu_count, rec.num_nodes, rec.network_gbps)
+            shape = Shape(usable_gib(0.0, spec), rec.gpu_count, rec.num_nodes, rec.network_gbps)
             est = estimate_shape(past, shape, spec)
             if not est.fits or not est.hours:
                 continue

@@ -188,7 +188,7 @@ def nothing_fits(choice: Choice) -> ConfigError:
             f"{where}: no offers to choose from",
             hint=f"{why}enable a provider (`cloudgpu check`) or remove resources.providers",
         )
-    costed = [c for c in p.rejected if c.memory_per_gpu_gb is not None or c.est_cost is not None]
+    costed = [c for c in p.rejected if c.memory_per_gpu_gib is not None or c.est_cost is not None]
     if costed:  # met the resources; the workload or the limits rejected them
         reasons = sorted({c.reason for c in costed if c.reason})[:3]
         return ConfigError(f"{where}: no offer fits: {'; '.join(reasons)}", hint=hint)

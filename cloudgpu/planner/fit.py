@@ -47,7 +47,7 @@ MemoryCache = dict[Workload, dict[Layout, tuple[dict[str, float], float]]]
 class Shape:
     """What the fit depends on: the GPU, how many, and how they are connected."""
 
-    gpu_memory_gb: float
+    memory_gib: float  # what a program can allocate on one GPU (catalog.gpus.usable_gib)
     gpus_per_node: int
     num_nodes: int = 1
     network_gbps: float = 0.0
@@ -62,7 +62,7 @@ class ShapeEstimate:
     fits: bool
     layout: Layout | None
     breakdown: dict[str, float] = field(default_factory=dict)  # GiB per GPU
-    memory_gb: float = 0.0  # per GPU
+    memory_gib: float = 0.0  # per GPU
     hours: float | None = None  # compute wall-clock hours, scaling included
     scaling: float | None = None
     reason: str = ""
@@ -149,7 +149,7 @@ class _Search:
     def __init__(self, w: Workload, shape: Shape, spec: GpuSpec | None, cache: MemoryCache):
         self.w, self.shape, self.spec = w, shape, spec
         self.cache = cache.setdefault(w, {})
-        self.capacity = shape.gpu_memory_gb * usable_fraction(w)
+        self.capacity = shape.memory_gib * usable_fraction(w)
         self.best: tuple[float, Layout, float] | None = None  # hours, layout, scaling
         self.first_fit: Layout | None = None  # unknown speed: the most preferred fitting
         self.smallest: tuple[float, Layout] | None = None
@@ -302,7 +302,7 @@ def estimate_shape(
         lay,
         _gib(s.memory(lay)[0]),
         need,
-        reason=f"needs {need:.1f} GB per GPU > {of}{shape.gpu_memory_gb:g} GB{how}",
+        reason=f"needs {need:.1f} GiB per GPU > {of}{shape.memory_gib:.1f} GiB usable{how}",
     )
 
 
@@ -349,18 +349,18 @@ def suggest_fix(
         if est.fits:
             how = est.layout.describe() if est.layout else ""
             extra = f", {how}" if how else ""
-            return f"{label} ({est.memory_gb:.1f} GB/GPU{extra})"
+            return f"{label} ({est.memory_gib:.1f} GiB/GPU{extra})"
     here = estimate_shape(w, shape, spec, cache)
     if here.layout is not None:
         how = here.layout.describe()
-        need = here.memory_gb / usable_fraction(w)
-        return f"a GPU with >= {math.ceil(need)} GB" + (f" ({how})" if how else "")
+        need = here.memory_gib / usable_fraction(w)
+        return f"a GPU with >= {math.ceil(need)} GiB usable" + (f" ({how})" if how else "")
     return "no single change fits it"
 
 
 def min_gpus(
     w: Workload,
-    memory_gb: float,
+    memory_gib: float,
     spec: GpuSpec | None,
     max_gpus: int = 1024,
     cache: MemoryCache | None = None,
@@ -373,7 +373,7 @@ def min_gpus(
         counts.append((8, nodes))
         nodes *= 2
     for per_node, n_nodes in counts:
-        est = estimate_shape(w, Shape(memory_gb, per_node, n_nodes), spec, cache)
+        est = estimate_shape(w, Shape(memory_gib, per_node, n_nodes), spec, cache)
         if est.fits:
             return est
     return None

@@ -24,7 +24,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from cloudgpu.catalog.gpus import GpuRegistry, GpuSpec
+from cloudgpu.catalog.gpus import GpuRegistry, GpuSpec, usable_gib
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.catalog.requirements import from_resources
 from cloudgpu.errors import ConfigError
@@ -56,7 +56,7 @@ class Candidate:
     fits: bool
     reason: str = ""  # why it does not fit / was rejected ("" when it fits)
     num_nodes: int = 1
-    memory_per_gpu_gb: float | None = None
+    memory_per_gpu_gib: float | None = None
     memory_breakdown: dict[str, float] = field(default_factory=dict)
     est_hours: float | None = None  # wall clock: compute + staging + startup + spot loss
     est_gpu_hours: float | None = None
@@ -154,8 +154,9 @@ class _Context:
         est = self.cache.shapes.get(key)
         if est is None:
             spec = self.spec(offer.gpu)
-            # A table without per-GPU memory (0) falls back to the GPU's datasheet figure.
-            memory = offer.gpu_memory_gb or (spec.memory_gb if spec else 0.0)
+            # What a program can allocate, not the label (a table without per-GPU memory,
+            # 0, falls back to the GPU's own figure).
+            memory = usable_gib(offer.gpu_memory_gb, spec)
             shape = Shape(memory, offer.gpu_count, self.num_nodes, offer.network_gbps)
             est = estimate_shape(self.w, shape, spec, self.cache.memory)
             if not est.fits and est.layout is not None:
@@ -166,7 +167,7 @@ class _Context:
     def fix(self, shape: Shape) -> str:
         """Fixes depend on memory only, so one search serves every GPU of that size."""
         assert self.w is not None
-        key = (self.w, shape.gpu_memory_gb, shape.gpus_per_node, shape.num_nodes)
+        key = (self.w, shape.memory_gib, shape.gpus_per_node, shape.num_nodes)
         fix = self.cache.fixes.get(key)
         if fix is None:
             fix = self.cache.fixes[key] = suggest_fix(self.w, shape, None, self.cache.memory)
@@ -186,7 +187,7 @@ def _costed(ctx: _Context, offer: Offer, est: ShapeEstimate) -> Candidate:
         est.fits,
         est.reason,
         ctx.num_nodes,
-        round(est.memory_gb, 2),
+        round(est.memory_gib, 2),
         est.breakdown,
         price_per_hour=price,
         fix=est.fix,
@@ -402,7 +403,7 @@ def _nothing_fits(
             f"{fast.offer.gpu} ({fast.offer.provider} {fast.offer.instance_type}), exceeds "
             f"limits.max_runtime {limits.max_runtime_s / 3600.0:,.1f} h"
         )
-    if ctx.w is not None and any(c.memory_per_gpu_gb is not None for c in rejected):
+    if ctx.w is not None and any(c.memory_per_gpu_gib is not None for c in rejected):
         return needs(ctx.w, offers, ctx.registry, ctx.cache)
     return ""
 
@@ -433,7 +434,7 @@ def needs(
         spec = sizes[mem]
         key = (w, mem, spec.name if spec else "")
         if key not in cache.smallest:
-            cache.smallest[key] = min_gpus(w, mem, spec, cache=cache.memory)
+            cache.smallest[key] = min_gpus(w, usable_gib(mem, spec), spec, cache=cache.memory)
         est = cache.smallest[key]
         if est is not None and est.layout is not None:
             how = est.layout.describe()

@@ -28,7 +28,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from cloudgpu.catalog.gpus import GpuRegistry, GpuSpec
+from cloudgpu.catalog.gpus import GpuRegistry, GpuSpec, usable_gib
 from cloudgpu.errors import ConfigError
 from cloudgpu.planner.fit import Shape, estimate_shape
 from cloudgpu.planner.frameworks import raw_table
@@ -153,7 +153,7 @@ def _workload(raw: dict[str, Any]) -> dict[str, Any]:
 def _estimate(case: Case, raw: dict[str, Any], registry: GpuRegistry) -> tuple[float | None, str]:
     spec = registry.require(case.gpu)
     w = parse_workload(_workload(raw))
-    memory = case.gpu_memory_gib or spec.memory_gb
+    memory = case.gpu_memory_gib or usable_gib(0.0, spec)
     shape = Shape(memory, case.gpus_per_node, case.num_nodes, case.network_gbps)
     if case.metric in ("kv_cache_gib", "kv_tokens"):
         return _kv(case, w, spec, memory), f"TP={w.tensor_parallel or 1}"
@@ -163,10 +163,10 @@ def _estimate(case: Case, raw: dict[str, Any], registry: GpuRegistry) -> tuple[f
     layout = est.layout.describe() if est.layout else ""
     if not est.fits:
         if case.metric.startswith("memory") and est.layout is not None:
-            return _memory(case, est.memory_gb, est.breakdown), layout + " (does not fit)"
+            return _memory(case, est.memory_gib, est.breakdown), layout + " (does not fit)"
         return None, est.reason
     if case.metric.startswith("memory"):
-        return _memory(case, est.memory_gb, est.breakdown), layout
+        return _memory(case, est.memory_gib, est.breakdown), layout
     assert est.hours is not None and est.layout is not None
     return _throughput(case, w, est.hours, est.layout, spec), layout
 

@@ -34,7 +34,7 @@ def _row(rank: int, c: Candidate) -> dict[str, Any]:
         "est_hours": c.est_hours,
         "est_gpu_hours": c.est_gpu_hours,
         "est_cost": c.est_cost,
-        "memory_per_gpu_gb": c.memory_per_gpu_gb,
+        "memory_per_gpu_gib": c.memory_per_gpu_gib,
         "layout": c.layout,
     }
 
@@ -53,7 +53,7 @@ def candidates_table(p: Plan) -> Table:
         Column("est_hours", "Est. hours", "num"),
         Column("est_gpu_hours", "GPU-hours", "num"),
         Column("est_cost", "Est. job cost", "cents"),
-        Column("memory_per_gpu_gb", "Memory/GPU (GB)", "num"),
+        Column("memory_per_gpu_gib", "Memory/GPU (GiB)", "num"),
         Column("layout", "Layout"),
     ]
     note = f"Best {len(rows)} of {len(p.candidates)} fitting offers, ranked by {p.objective}."
@@ -61,7 +61,7 @@ def candidates_table(p: Plan) -> Table:
 
 
 def rejected_table(p: Plan) -> Table:
-    near = [c for c in p.rejected if c.memory_per_gpu_gb is not None] or p.rejected
+    near = [c for c in p.rejected if c.memory_per_gpu_gib is not None] or p.rejected
     rows = [
         {
             "provider": c.offer.provider,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import pytest
@@ -10,10 +11,12 @@ from cloudgpu_providers.runpod.offers import runpod_gpu
 
 from cloudgpu.catalog.gpus import (
     DATA_FILE,
+    GIB,
     GpuRegistry,
     compact,
     load_registry,
     read_registry,
+    usable_gib,
 )
 from cloudgpu.errors import CatalogError
 
@@ -115,6 +118,43 @@ def test_reference_section_1_figures(reg: GpuRegistry) -> None:
     assert reg.require("A100-80GB-PCIe").memory_bw_tbs == pytest.approx(1.935, abs=0.01)
     assert reg.require("MI300X").memory_gb == 192
     assert reg.require("T4").fp8_tflops is None
+
+
+def test_usable_memory_is_what_the_driver_gives_not_the_label(reg: GpuRegistry) -> None:
+    # An L40S "48 GB" is 46,068 MiB with ECC on (as clouds run it), less the driver's
+    # share: 44.4 GiB, not 48 (the planner once took the label as GiB: +8%).
+    l40s = reg.require("L40S")
+    assert usable_gib(48, l40s) == pytest.approx(46068 / 1024 * (1 - 0.0125), abs=1e-6)
+    assert usable_gib(48, l40s) < 48e9 / GIB < 48
+    a100 = reg.require("A100-80GB-SXM")
+    assert usable_gib(80, a100) == pytest.approx(79.0, abs=0.05)
+    # The same card in another unit is the same card: the local provider's nvidia-smi
+    # MiB read as decimal GB (85.9), AWS's MiB / 1024 (80.0), a table's missing 0.
+    assert usable_gib(85.9, a100) == usable_gib(80, a100) == usable_gib(0, a100)
+    # A share of a card (Azure's third of an A10) scales with the labels; so does a
+    # different board under the same name (a 48 GB RTX 4090).
+    a10 = reg.require("A10")
+    assert usable_gib(8, a10) == pytest.approx(usable_gib(24, a10) / 3)
+    rtx = reg.require("RTX4090")
+    assert usable_gib(47.99, rtx) == pytest.approx(usable_gib(24, rtx) * 47.99 / 24)
+    # Without a driver figure (or a spec) the label counts as decimal gigabytes.
+    assert usable_gib(141, reg.require("H200-SXM")) == pytest.approx(141e9 * 0.9875 / GIB)
+    assert usable_gib(80, None) == pytest.approx(80e9 * 0.9875 / GIB)
+    assert usable_gib(0, None) == 0.0
+
+
+def test_driver_memory_figures_are_sourced_and_the_fallback_never_overstates() -> None:
+    with DATA_FILE.open(newline="", encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["memory_mib"]]
+    assert len(rows) >= 12
+    for r in rows:
+        assert "http" in r["memory_mib_source"], r["name"]
+        mib, label = float(r["memory_mib"]), float(r["memory_gb"])
+        # Decimal gigabytes, the reading used without a figure, is at most what every
+        # measured card has (to 0.1%: AWS's 22,888 MiB for an A10G is 23.9998e9 bytes);
+        # and no card has more than its label read as GiB.
+        assert label * 1e9 <= mib * 2**20 * 1.001, r["name"]
+        assert mib * 2**20 <= label * GIB, r["name"]
 
 
 def test_aliases_do_not_point_at_two_models(reg: GpuRegistry) -> None:

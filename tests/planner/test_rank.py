@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from cloudgpu.catalog import Offer, load_catalog, load_registry
+from cloudgpu.catalog.gpus import usable_gib
 from cloudgpu.errors import ConfigError
 from cloudgpu.paths import Paths
 from cloudgpu.planner import Candidate, Estimates, StartupHistory, plan
@@ -41,8 +42,8 @@ def test_candidate_cost_is_hours_times_price_with_overheads() -> None:
         assert c.est_cost == pytest.approx(c.est_hours * c.price_per_hour)
         assert c.staging_hours > 0 and c.startup_hours >= 0
         assert c.est_gpu_hours == pytest.approx(c.est_hours * c.gpu_count)
-        assert c.memory_per_gpu_gb is not None
-        assert c.memory_per_gpu_gb <= c.offer.gpu_memory_gb
+        assert c.memory_per_gpu_gib is not None
+        assert c.memory_per_gpu_gib <= usable_gib(c.offer.gpu_memory_gb, REG.spec(c.offer.gpu))
 
 
 def test_fastest_prefers_big_nodes() -> None:
@@ -91,7 +92,7 @@ def test_spot_carries_an_interruption_penalty() -> None:
 def test_rejected_offers_say_why_and_what_would_fit() -> None:
     p = plan(job(FINETUNE_8B), MARKET, registry=REG)
     t4 = next(c for c in p.rejected if c.offer.gpu == "T4")
-    assert t4.reason.startswith("needs ") and "> 16 GB" in t4.reason
+    assert t4.reason.startswith("needs ") and "> 14.8 GiB usable" in t4.reason  # 15,360 MiB
     l40s = next(c for c in p.rejected if c.offer.instance_type == "g6e.xlarge")
     assert l40s.fix.startswith("kind: lora")
     pinned = {**FINETUNE_8B, "checkpointing": "none", "micro_batch": 4, "tensor_parallel": 1}
@@ -237,7 +238,7 @@ def test_ranking_equals_brute_force_on_the_full_catalog(paths: Paths) -> None:
 def test_missing_gpu_memory_falls_back_to_the_datasheet() -> None:
     w = {"kind": "lora", "model": "llama-3-8b", "tokens": "100M"}
     p = plan(job(w), [offer("vast", "x", "H100-SXM", 1, 0, 2.0)], registry=REG)
-    assert p.best is not None and p.best.memory_per_gpu_gb is not None
+    assert p.best is not None and p.best.memory_per_gpu_gib is not None
 
 
 def test_unknown_gpu_fits_by_memory_but_ranks_after_estimated_ones() -> None:
@@ -247,3 +248,24 @@ def test_unknown_gpu_fits_by_memory_but_ranks_after_estimated_ones() -> None:
     p = plan(job(w), [mystery, known], registry=REG)
     assert [c.offer.instance_type for c in p.candidates] == ["k", "m"]
     assert p.candidates[1].est_cost is None and "no performance data" in p.candidates[1].reason
+
+
+def test_fits_by_what_the_card_gives_not_its_label() -> None:
+    # 30 sequences of 8k tokens of Llama-3.1-8B: ~47 GiB, under an L40S's "48 GB" label
+    # but over the 44.4 GiB a program gets (46,068 MiB less the driver's share); an
+    # A100 80GB (79 GiB) holds it.
+    w = {
+        "kind": "inference",
+        "model": "llama-3.1-8b",
+        "framework": "hf-generate",
+        "seq_len": 8192,
+        "batch": 30,
+        "requests": 1000,
+    }
+    l40s = offer("aws", "g6e.xlarge", "L40S", 1, 48, 1.861)
+    a100 = offer("runpod", "1x_A100-80GB", "A100-80GB-SXM", 1, 80, 1.39)
+    p = plan(job(w), [l40s, a100], registry=REG)
+    assert [c.offer.gpu for c in p.candidates] == ["A100-80GB-SXM"]
+    (rejected,) = p.rejected
+    assert rejected.memory_per_gpu_gib is not None and 44.4 < rejected.memory_per_gpu_gib < 48
+    assert "> 44.4 GiB usable" in rejected.reason
