@@ -7,12 +7,12 @@ Tests add a plugin by passing ``extra`` (name -> class) instead of patching this
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 
 from cloudgpu.config import Config
-from cloudgpu.errors import ConfigError
+from cloudgpu.errors import CloudGPUError, ConfigError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import Provider, ProviderContext
 from cloudgpu.spec.fields import Block, ListOf, Node, number, text
@@ -92,11 +92,26 @@ class Registry:
             self._instances[name] = cls(ctx)
         return self._instances[name]
 
-    def enabled(self, names: Iterable[str] | None = None) -> list[Provider]:
-        """Providers that are enabled now, optionally restricted to ``names``."""
+    def enabled(
+        self,
+        names: Iterable[str] | None = None,
+        on_skip: Callable[[str, str], None] | None = None,
+    ) -> list[Provider]:
+        """Providers enabled now (optionally only ``names``), for whoever must ask every
+        one of them (sweeps, runner gc). One that fails to load, or whose SDK extra is
+        missing (it may have instances this install cannot reach), is told to ``on_skip``
+        with the reason; a plainly disabled one is left out quietly."""
         out = []
         for name in names if names is not None else self.names():
-            p = self.get(name)
-            if p.availability().enabled:
+            try:
+                p = self.get(name)
+                av = p.availability()
+            except (ImportError, AttributeError, CloudGPUError) as exc:
+                if on_skip is not None:
+                    on_skip(name, str(exc))
+                continue
+            if av.enabled:
                 out.append(p)
+            elif av.extra and on_skip is not None:
+                on_skip(name, av.reason)
         return out

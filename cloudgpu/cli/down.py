@@ -19,12 +19,12 @@ import click
 from cloudgpu.cli.context import App, get_app
 from cloudgpu.cli.jobs import complete_job, lifecycle_deps, provider_caps
 from cloudgpu.costs import billing
-from cloudgpu.errors import CloudGPUError, ConfigError, ProviderError
+from cloudgpu.errors import ConfigError, ProviderError
 from cloudgpu.lifecycle import states
 from cloudgpu.lifecycle.deps import Deps
 from cloudgpu.lifecycle.down import down_job, find_orphans, purge_job, remove_orphans
 from cloudgpu.lifecycle.output import PREFIX
-from cloudgpu.provider import Capabilities, Provider
+from cloudgpu.provider import Capabilities
 from cloudgpu.state.store import InstanceRecord, JobRecord, Store
 
 
@@ -99,7 +99,8 @@ def confirm(yes: bool, question: str, listing: list[str]) -> None:
 
 
 def _orphans(app: App, deps: Deps, flags: dict[str, Any]) -> dict[str, Any]:
-    sweep = find_orphans(deps, _enabled(app), force=flags["force"])
+    skipped = lambda name, why: click.echo(f"{PREFIX}{name}: skipped ({why})", err=True)  # noqa: E731
+    sweep = find_orphans(deps, app.registry.enabled(on_skip=skipped), force=flags["force"])
     for line in sweep.skipped:
         click.echo(f"{PREFIX}left alone: {line}", err=True)
     found = sweep.lines()
@@ -172,18 +173,3 @@ def _may_bill(rec: InstanceRecord, now: float, caps: Capabilities) -> dict[str, 
         "hours": round(hours, 3),
         "estimated_cost": round(billing.instance_cost(rec, now, caps), 4),
     }
-
-
-def _enabled(app: App) -> list[Provider]:
-    out = []
-    for name in app.registry.names():
-        try:
-            p = app.registry.get(name)
-            av = p.availability()
-            if av.enabled:
-                out.append(p)
-            elif av.extra:  # it may have instances, but this install cannot reach them
-                click.echo(f"{PREFIX}{name}: skipped ({av.reason})", err=True)
-        except (ImportError, AttributeError, CloudGPUError) as exc:
-            click.echo(f"{PREFIX}{name}: skipped ({exc})", err=True)
-    return out

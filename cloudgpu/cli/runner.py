@@ -25,7 +25,6 @@ from cloudgpu.cli.sources import choose, startup_history
 from cloudgpu.errors import ConfigError
 from cloudgpu.lifecycle.deps import build_deps
 from cloudgpu.lifecycle.output import JobLog
-from cloudgpu.provider import Provider
 from cloudgpu.runners.github import GitHubClient
 from cloudgpu.runners.naming import repo_owner_tag
 from cloudgpu.runners.orchestrator import (
@@ -54,18 +53,6 @@ def github_client(app: App) -> GitHubClient:
     return GitHubClient(app.env.get(token_env, ""), base_url=base)
 
 
-def _enabled(app: App) -> list[Provider]:
-    out = []
-    for name in app.registry.names():
-        try:
-            provider = app.registry.get(name)
-            if provider.availability().enabled:
-                out.append(provider)
-        except (ImportError, AttributeError, ConfigError):
-            continue
-    return out
-
-
 def make_runners(app: App, repo: str, store: Store | None = None) -> Runners:
     cfg = _settings(app)
     store = store or app.store()
@@ -82,7 +69,7 @@ def make_runners(app: App, repo: str, store: Store | None = None) -> Runners:
         deps=deps,
         github=github_client(app),
         offers_for=offers_for(app),
-        providers=lambda: _enabled(app),
+        providers=app.registry.enabled,
         boot_estimate_s=history.startup_s,
         source=source,
         online_timeout_s=float(cfg.get("online_timeout_s", 600)),  # type: ignore[arg-type]
