@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "cloudgpu.httpjson": CONTRACT,  # the REST client providers build on
     "cloudgpu.userfile": CONTRACT,
     "cloudgpu.catalog.offer": CONTRACT,  # Offer is a value type of the contract
+    "cloudgpu.spec.fields": CONTRACT,  # the key vocabulary providers declare config in
     "cloudgpu.catalog": BASE,
     "cloudgpu.state": BASE,
     "cloudgpu.remote": BASE,
