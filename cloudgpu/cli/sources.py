@@ -19,6 +19,7 @@ from cloudgpu.cli.context import App
 from cloudgpu.data import pull, uri
 from cloudgpu.data.select import selector_for
 from cloudgpu.errors import CloudGPUError
+from cloudgpu.lifecycle.stage import local_excludes
 from cloudgpu.planner.calibrate import RunHistory
 from cloudgpu.planner.choose import Choice, OfferSources, local_data_bytes, plan_job
 from cloudgpu.planner.overhead import FALLBACK_STARTUP_S, StartupHistory
@@ -104,7 +105,9 @@ def choose(
         registry=load_registry(),
         history=startup_history(app),
         runs=run_history(app),
-        data_bytes=local_data_bytes(job, warn, remote_size(app, job)),
+        data_bytes=local_data_bytes(
+            job, warn, remote_size(app, job), lambda item, path: local_excludes(job, item, path)
+        ),
         objective=objective,
         all_providers=all_providers,
     )

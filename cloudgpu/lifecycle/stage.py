@@ -20,6 +20,7 @@ from cloudgpu.data.stores import open_destination, open_store
 from cloudgpu.errors import CloudGPUError, ConfigError, NotFoundError, RemoteError
 from cloudgpu.lifecycle.output import Sink, human_bytes
 from cloudgpu.remote import Machine, MissingSource, ProgressFn, TransferStats
+from cloudgpu.remote.machine import ExcludeFn
 from cloudgpu.spec.model import DataItem, JobSpec, OutputItem
 
 
@@ -54,7 +55,9 @@ def stage_data(
         src = local_source(job, item.src)
         label = f"staging {item.src} -> {item.dst}"
         if src.is_dir():
-            stats = machine.put_dir(src, on_instance(machine, item.dst), progress=bar(sink, label))
+            where = on_instance(machine, item.dst)
+            exclude = local_excludes(job, item, src)
+            stats = machine.put_dir(src, where, progress=bar(sink, label), exclude=exclude)
         else:
             stats = machine.put_file(src, on_instance(machine, item.dst), progress=bar(sink, label))
         sink.info(
@@ -63,6 +66,16 @@ def stage_data(
         )
         total = total.add(stats)
     return total
+
+
+def local_excludes(job: JobSpec, item: DataItem, src: Path) -> ExcludeFn | None:
+    """What a local tree leaves out: the job directory's and the tree's own
+    .cloudgpuignore, then the item's ``exclude:`` (the same matcher as remote sources)."""
+    try:
+        selector = selector_for(item.exclude, Path(job.base_dir or "."), src)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return selector.excluded if selector else None
 
 
 def pull_remote(

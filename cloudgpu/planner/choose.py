@@ -208,15 +208,21 @@ def nothing_fits(choice: Choice) -> ConfigError:
 # -- the data a job stages --------------------------------------------------------------
 
 
+Exclude = Callable[[str, bool], bool]  # (path under the source, is a directory)
+
+
 def local_data_bytes(
     job: JobSpec,
     warn: Warn | None = None,
     remote: Callable[[DataItem], int | None] | None = None,
+    exclude_of: Callable[[DataItem, Path], Exclude | None] | None = None,
 ) -> int | None:
     """Bytes staging will move for the job's data sources; None when a source is missing
     or remote without ``remote`` (the planner then uses the workload's ``data_size``).
     ``remote`` gives a remote source's size as its listing says (None: not known); the
     caller owns the stores' credentials, this module reaches no store itself.
+    ``exclude_of`` gives what a local tree leaves out (its ``exclude:`` and
+    .cloudgpuignore files), so the size is what staging sends.
 
     Counted as staging sends them: regular files; symlinks inside a source are copied as
     links (no bytes, never followed, so a loop cannot trap the walk); sockets, FIFOs and
@@ -233,7 +239,8 @@ def local_data_bytes(
             total += size
             continue
         path = Path(job.base_dir or ".", os.path.expanduser(item.src))
-        size = _tree_bytes(path, f"data[{i}].src", warn or _no_warning)
+        exclude = exclude_of(item, path) if exclude_of is not None and path.is_dir() else None
+        size = _tree_bytes(path, f"data[{i}].src", warn or _no_warning, exclude)
         if size is None:
             return None
         total += size
@@ -244,8 +251,9 @@ def _no_warning(message: str) -> None:
     return None
 
 
-def _tree_bytes(root: Path, what: str, warn: Warn) -> int | None:
-    """Bytes of regular files under ``root`` (followed itself, as staging does)."""
+def _tree_bytes(root: Path, what: str, warn: Warn, exclude: Exclude | None = None) -> int | None:
+    """Bytes of regular files under ``root`` (followed itself, as staging does), less
+    what ``exclude`` names (an excluded directory is not walked)."""
     try:
         top = root.stat()
     except OSError:
@@ -262,6 +270,10 @@ def _tree_bytes(root: Path, what: str, warn: Warn) -> int | None:
         try:
             with os.scandir(folder) as entries:
                 for entry in entries:
+                    if exclude is not None:
+                        rel = os.path.relpath(entry.path, root)
+                        if exclude(rel, entry.is_dir(follow_symlinks=False)):
+                            continue
                     total += _entry_bytes(entry, stack, skipped)
         except OSError as exc:
             skipped.append(f"{folder} ({exc.strerror or exc})")

@@ -73,9 +73,10 @@ def _entry(st: os.stat_result) -> tuple[bytes, int, int, int] | None:
     return None  # sockets, fifos, devices are not synced
 
 
-def scan(root: bytes) -> Manifest:
+def scan(root: bytes, exclude: Callable[[bytes, bool], bool] | None = None) -> Manifest:
     """Every regular file, symlink and directory under ``root``. Symlinks inside are kept
-    as links; ``root`` itself is followed, as ``rsync -a src/`` does."""
+    as links; ``root`` itself is followed, as ``rsync -a src/`` does. ``exclude(path,
+    is_dir)`` leaves entries out (an excluded directory is not even walked)."""
     try:
         top = _entry(os.stat(root))
     except FileNotFoundError:
@@ -94,6 +95,8 @@ def scan(root: bytes) -> Manifest:
                 if e is None:
                     continue
                 path = rel + b"/" + de.name if rel else de.name
+                if exclude is not None and exclude(path, e[0] == b"d"):
+                    continue
                 out[path] = e
                 if e[0] == b"d":
                     stack.append(path)

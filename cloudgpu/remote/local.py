@@ -23,10 +23,12 @@ from cloudgpu.remote.machine import (
     EXIT_STOPPED,
     EXIT_TIMEOUT,
     NVME_ENV,
+    ExcludeFn,
     MissingSource,
     OutputFn,
     ProgressFn,
     TransferStats,
+    byte_paths,
 )
 
 KILL_GRACE_S = 5.0
@@ -85,11 +87,16 @@ class LocalMachine:
         return proc.wait() if proc.returncode is None else proc.returncode
 
     def put_dir(
-        self, local: Path, remote: str, *, progress: ProgressFn | None = None
+        self,
+        local: Path,
+        remote: str,
+        *,
+        progress: ProgressFn | None = None,
+        exclude: ExcludeFn | None = None,
     ) -> TransferStats:
         if not local.is_dir():
             raise RemoteError(f"{local}: not a directory")
-        return copy_tree(local, self.path(remote), progress)
+        return copy_tree(local, self.path(remote), progress, exclude)
 
     def get_dir(
         self, remote: str, local: Path, *, progress: ProgressFn | None = None
@@ -165,7 +172,9 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
             f.close()
 
 
-def copy_tree(src: Path, dst: Path, progress: ProgressFn | None) -> TransferStats:
+def copy_tree(
+    src: Path, dst: Path, progress: ProgressFn | None, exclude: ExcludeFn | None = None
+) -> TransferStats:
     """Copy a file or tree, skipping files whose kind, size and mtime already match.
 
     The same stream as a remote sync, through a pipe: the job may have left symlinks
@@ -173,7 +182,7 @@ def copy_tree(src: Path, dst: Path, progress: ProgressFn | None) -> TransferStat
     file before the whole copy verified.
     """
     t0 = time.perf_counter()
-    mine = agent.scan(os.fsencode(src))
+    mine = agent.scan(os.fsencode(src), byte_paths(exclude))
     if not mine:
         raise RemoteError(f"{src}: no such file or directory")
     theirs = agent.decode_manifest(agent.encode_manifest(agent.scan(os.fsencode(dst))))

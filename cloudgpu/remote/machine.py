@@ -8,6 +8,7 @@ needs to know which one it holds. This module defines types only; it opens nothi
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from cloudgpu.errors import RemoteError
 # (bytes done, bytes total): called as a transfer advances; total is known up front.
 ProgressFn = Callable[[int, int], None]
 OutputFn = Callable[[bytes], None]
+# (path relative to the tree's root, is a directory) -> leave it out of a put_dir.
+ExcludeFn = Callable[[str, bool], bool]
 
 # Exit statuses Machine.run returns when it ended the command itself, as a shell would
 # report a command killed by SIGTERM, and as timeout(1) reports a timeout.
@@ -32,6 +35,13 @@ NVME_ENV = "CLOUDGPU_NVME"
 class MissingSource(RemoteError):
     """What get_dir/get_file was to fetch does not exist there: the connection is fine,
     retrying will not help (e.g. a job that wrote no outputs)."""
+
+
+def byte_paths(exclude: ExcludeFn | None) -> Callable[[bytes, bool], bool] | None:
+    """``exclude`` for the sync agent's walk, which names paths in bytes."""
+    if exclude is None:
+        return None
+    return lambda path, is_dir: exclude(os.fsdecode(path), is_dir)
 
 
 @dataclass
@@ -89,10 +99,16 @@ class Machine(Protocol):
         ...
 
     def put_dir(
-        self, local: Path, remote: str, *, progress: ProgressFn | None = None
+        self,
+        local: Path,
+        remote: str,
+        *,
+        progress: ProgressFn | None = None,
+        exclude: ExcludeFn | None = None,
     ) -> TransferStats:
         """Copy the tree ``local`` to ``remote`` (created); files whose size and mtime
-        match are skipped; raises RemoteError if the received data fails its check."""
+        match are skipped, and what ``exclude`` names is never sent (nor walked); raises
+        RemoteError if the received data fails its check."""
         ...
 
     def get_dir(

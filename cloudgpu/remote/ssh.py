@@ -25,6 +25,7 @@ from cloudgpu.remote.machine import (
     EXIT_STOPPED,
     EXIT_TIMEOUT,
     NVME_ENV,
+    ExcludeFn,
     OutputFn,
     ProgressFn,
     TransferStats,
@@ -219,11 +220,18 @@ class SSHMachine:
         return op(self._paramiko_stream)
 
     def put_dir(
-        self, local: Path, remote: str, *, progress: ProgressFn | None = None
+        self,
+        local: Path,
+        remote: str,
+        *,
+        progress: ProgressFn | None = None,
+        exclude: ExcludeFn | None = None,
     ) -> TransferStats:
         if not local.is_dir():
             raise RemoteError(f"{local}: not a directory")
-        return self._transfer(lambda s: transfer.put(s, self.python, local, remote, progress))
+        return self._transfer(
+            lambda s: transfer.put(s, self.python, local, remote, progress, exclude)
+        )
 
     def get_dir(
         self, remote: str, local: Path, *, progress: ProgressFn | None = None

@@ -26,7 +26,7 @@ from typing import IO, cast
 
 from cloudgpu.errors import RemoteError
 from cloudgpu.remote import agent
-from cloudgpu.remote.machine import ProgressFn, TransferStats
+from cloudgpu.remote.machine import ExcludeFn, ProgressFn, TransferStats
 from cloudgpu.remote.transfer import OpenStream, Stream
 
 BLOCK = 1 << 20
@@ -65,15 +65,24 @@ def _fail(op: str, remote: str, status: int, err: str) -> RemoteError:
     return RemoteError(f"{op} {remote}: {line}")
 
 
-def _entries(local: Path) -> list[tuple[Path, str]]:
+def _left_out(exclude: ExcludeFn, top: str, rel: str, name: str) -> bool:
+    full = os.path.join(top, name)
+    is_dir = os.path.isdir(full) and not os.path.islink(full)
+    return exclude(posixpath.normpath(posixpath.join(rel, name)), is_dir)
+
+
+def _entries(local: Path, exclude: ExcludeFn | None = None) -> list[tuple[Path, str]]:
     """(path, name in the archive) for the tree, parents before children, no link
-    followed; the root itself is ``.``."""
+    followed, nothing ``exclude`` names (nor under it); the root itself is ``.``."""
     if not local.is_dir():
         return [(local, "")]
     out: list[tuple[Path, str]] = [(local, ".")]
     for top, dirs, files in os.walk(local):
-        dirs.sort()
         rel = os.path.relpath(top, local)
+        if exclude is not None:
+            dirs[:] = [d for d in dirs if not _left_out(exclude, top, rel, d)]
+            files = [f for f in files if not _left_out(exclude, top, rel, f)]
+        dirs.sort()
         for name in [*sorted(files), *[d for d in dirs if os.path.islink(os.path.join(top, d))]]:
             out.append((Path(top, name), posixpath.normpath(posixpath.join(rel, name))))
         for name in dirs:
@@ -83,15 +92,20 @@ def _entries(local: Path) -> list[tuple[Path, str]]:
 
 
 def put(
-    open_stream: OpenStream, local: Path, remote: str, progress: ProgressFn | None
+    open_stream: OpenStream,
+    local: Path,
+    remote: str,
+    progress: ProgressFn | None,
+    exclude: ExcludeFn | None = None,
 ) -> TransferStats:
-    """Send the file or tree ``local`` to the path ``remote`` (created)."""
+    """Send the file or tree ``local`` to the path ``remote`` (created), less what
+    ``exclude`` names."""
     t0 = time.perf_counter()
     if not os.path.lexists(local):
         raise RemoteError(f"{local}: no such file or directory")
     single = not local.is_dir()
     where = posixpath.dirname(remote.rstrip("/")) if single else remote
-    entries = _entries(local)
+    entries = _entries(local, exclude)
     total = sum(p.lstat().st_size for p, _ in entries if p.is_file() and not p.is_symlink())
     d = shlex.quote(where or ".")
     s = open_stream(f"mkdir -p {d} && exec tar -x -o -f - -C {d}")

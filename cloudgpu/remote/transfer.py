@@ -20,7 +20,13 @@ from typing import Protocol
 
 from cloudgpu.errors import RemoteError
 from cloudgpu.remote import agent
-from cloudgpu.remote.machine import MissingSource, ProgressFn, TransferStats
+from cloudgpu.remote.machine import (
+    ExcludeFn,
+    MissingSource,
+    ProgressFn,
+    TransferStats,
+    byte_paths,
+)
 
 AGENT_SOURCE = Path(agent.__file__).read_text(encoding="utf-8")
 
@@ -81,9 +87,15 @@ def _read_all(s: Stream) -> bytes:
 
 
 def put(
-    open_stream: OpenStream, python: str, local: Path, remote: str, progress: ProgressFn | None
+    open_stream: OpenStream,
+    python: str,
+    local: Path,
+    remote: str,
+    progress: ProgressFn | None,
+    exclude: ExcludeFn | None = None,
 ) -> TransferStats:
-    """Send the file or tree ``local`` to ``remote``, skipping unchanged files."""
+    """Send the file or tree ``local`` to ``remote``, skipping unchanged files and what
+    ``exclude`` names."""
     t0 = time.perf_counter()
     root = os.fsencode(local)
     if not os.path.lexists(root):
@@ -91,7 +103,7 @@ def put(
     # Start the remote listing first: it runs while we list our side.
     s = open_stream(agent_command(python, "recv", remote))
     try:
-        mine = agent.scan(root)
+        mine = agent.scan(root, byte_paths(exclude))
     except OSError as exc:
         s.close_write()
         s.finish()

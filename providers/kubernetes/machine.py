@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from cloudgpu.errors import RemoteError
 from cloudgpu.remote import tarstream
-from cloudgpu.remote.machine import NVME_ENV, OutputFn, ProgressFn, TransferStats
+from cloudgpu.remote.machine import NVME_ENV, ExcludeFn, OutputFn, ProgressFn, TransferStats
 from cloudgpu.remote.ssh import KILL_GRACE_S, Demux, compose, kill_script, why_end
 
 STDOUT, STDERR, ERROR = 1, 2, 3
@@ -163,11 +163,16 @@ class PodMachine:
         s.finish()
 
     def put_dir(
-        self, local: Path, remote: str, *, progress: ProgressFn | None = None
+        self,
+        local: Path,
+        remote: str,
+        *,
+        progress: ProgressFn | None = None,
+        exclude: ExcludeFn | None = None,
     ) -> TransferStats:
         if not local.is_dir():
             raise RemoteError(f"{local}: not a directory")
-        return tarstream.put(self._stream, local, remote, progress)
+        return tarstream.put(self._stream, local, remote, progress, exclude)
 
     def get_dir(
         self, remote: str, local: Path, *, progress: ProgressFn | None = None

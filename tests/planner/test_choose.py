@@ -16,6 +16,7 @@ from cloudgpu.catalog import load_registry
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.cli import cli
 from cloudgpu.config import Config
+from cloudgpu.data.select import Selector
 from cloudgpu.errors import ConfigError
 from cloudgpu.paths import Paths
 from cloudgpu.planner.choose import OfferSources, gather_offers, local_data_bytes, plan_job
@@ -146,6 +147,12 @@ def test_data_size_counts_what_staging_sends(tmp_path: Path) -> None:
     assert local_data_bytes(_data_job(tmp_path, "data", "one.bin")) == 1031
     assert local_data_bytes(_data_job(tmp_path, "data", "s3://bucket/x")) is None
     assert local_data_bytes(_data_job(tmp_path)) is None
+    # What the excludes leave out is not staged, so not counted; remote sizes are given.
+    no_sub = lambda item, path: Selector(["sub/"]).excluded  # noqa: E731
+    assert local_data_bytes(_data_job(tmp_path, "data"), exclude_of=no_sub) == 1000
+    listed = local_data_bytes(_data_job(tmp_path, "data", "s3://b/x"), remote=lambda i: 5)
+    assert listed == 1029
+    assert local_data_bytes(_data_job(tmp_path, "s3://b/x"), remote=lambda i: None) is None
 
 
 def test_data_size_survives_dangling_links_loops_and_fifos(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from cloudgpu.data.select import Selector
 from cloudgpu.errors import RemoteError
 from cloudgpu.remote import tarstream
 from cloudgpu.remote.openssh import ProcStream
@@ -133,3 +134,16 @@ def test_remote_failure_after_data_commits_nothing(tmp_path: Path) -> None:
     with pytest.raises(RemoteError, match="disk on fire"):
         tarstream.get(lambda _c: local_sh(cmd), "/x", tmp_path / "dst", None)
     assert not (tmp_path / "dst" / "f").exists()
+
+
+def test_excludes_leave_paths_out_of_the_stream(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "node_modules" / "x").mkdir(parents=True)
+    (src / "node_modules" / "x" / "big.js").write_text("x" * 1000)
+    (src / "keep").mkdir()
+    (src / "keep" / "a.txt").write_text("a")
+    (src / "keep" / "b.log").write_text("b")
+    sel = Selector(["node_modules/", "*.log"])
+    sent = tarstream.put(local_sh, src, str(tmp_path / "remote"), None, sel.excluded)
+    assert sent.files_sent == 1
+    assert tree(tmp_path / "remote") == {"keep": "dir", "keep/a.txt": b"a"}

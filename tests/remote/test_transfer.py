@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cloudgpu.data.select import Selector
 from cloudgpu.errors import RemoteError
 from cloudgpu.remote import LocalMachine, SSHMachine, connect
 from tests.remote.conftest import instance_for
@@ -183,3 +184,43 @@ def test_corrupted_download_is_detected_and_not_kept(machine: SSHMachine, tmp_pa
     with pytest.raises(RemoteError, match="integrity check failed"):
         machine.get_dir(str(tmp_path / "remote"), tmp_path / "back")
     assert not [p for p in (tmp_path / "back").rglob("*") if p.is_file()]
+
+
+def _excluded_tree(root: Path) -> None:
+    make_tree(root)
+    (root / ".git" / "objects").mkdir(parents=True)
+    (root / ".git" / "objects" / "pack").write_bytes(os.urandom(1000))
+    (root / "a" / "scratch.tmp").write_text("tmp\n")
+    locked = root / "unreadable-but-excluded"
+    locked.mkdir()
+    (locked / "x").write_text("x")
+    locked.chmod(0)  # never walked: an excluded directory is not even opened
+
+
+EXCLUDE = [".git/", "*.tmp", "unreadable-but-excluded/", "a/b/", "!a/b/two.txt"]
+KEPT = {"a", "a/one.bin", "a/big.bin", "a/exec.sh", "empty", "top.txt", "link"}
+
+
+def _put_excluded(m: SSHMachine | LocalMachine, tmp_path: Path, remote: str) -> int:
+    src = tmp_path / "src"
+    _excluded_tree(src)
+    try:
+        return m.put_dir(src, remote, exclude=Selector(EXCLUDE).excluded).files_sent
+    finally:
+        (src / "unreadable-but-excluded").chmod(0o755)
+
+
+def _names(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+def test_excluded_paths_are_neither_walked_nor_sent(machine: SSHMachine, tmp_path: Path) -> None:
+    sent = _put_excluded(machine, tmp_path, str(tmp_path / "remote"))
+    assert _names(tmp_path / "remote") == KEPT
+    assert sent == 4  # a/b/two.txt stays out: a file in an excluded directory cannot return
+
+
+def test_excluded_paths_on_this_machine(tmp_path: Path) -> None:
+    m = LocalMachine(tmp_path / "ws")
+    assert _put_excluded(m, tmp_path, "/nvme/data") == 4
+    assert _names(Path(m.nvme_path, "data")) == KEPT
