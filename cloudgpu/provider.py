@@ -243,12 +243,6 @@ class Provider(ABC):
             raise
         return made
 
-    def release_groups(self, tags: Mapping[str, str]) -> None:
-        """Delete what create_nodes made besides instances (placement groups) for groups
-        carrying ``tags`` whose instances are all gone; also the orphan sweep's call (with
-        the owner tag). Idempotent. Default: nothing to delete."""
-        return None
-
     @abstractmethod
     def describe(self, instance_id: str) -> Instance:
         """Current state; a vanished instance is TERMINATED (not NotFoundError)."""

@@ -225,13 +225,15 @@ class MultiNodeRun(JobRun):
         self.watcher.reset()
 
     def _release(self, provider_names: set[str]) -> None:
-        """The providers' group resources (placement groups) of this job, once its nodes
-        are gone; a failure is said, and `down --orphans` retries it."""
+        """What the providers made for the group besides its nodes (an AWS placement
+        group), once the nodes are gone; a failure is said, `down --orphans` retries."""
         for name in sorted(provider_names):
+            provider = self.deps.provider(name)
             try:
-                self.deps.provider(name).release_groups({TAG_JOB: self.job_id})
+                for item in provider.leftovers({TAG_JOB: self.job_id}):
+                    provider.remove_leftover(item)
             except CloudGPUError as exc:
-                self.deps.sink.info(f"{name}: placement group not released yet: {exc}")
+                self.deps.sink.info(f"{name}: left for `down --orphans`: {exc}")
 
     def _on_nodes(self, nodes: Sequence[Provisioned], resumed: bool) -> int | None:
         """The job's exit code; None when a node was lost (the caller re-provisions)."""

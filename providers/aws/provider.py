@@ -8,13 +8,13 @@ mapping, lookups, teardown). It never caches offers (the CLI does) and never pri
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from cloudgpu_providers import notices
-from cloudgpu_providers.aws import launch, network
+from cloudgpu_providers.aws import launch, network, placement
 from cloudgpu_providers.aws.credentials import find_credentials
 from cloudgpu_providers.aws.faults import PROVIDER, Caller
 from cloudgpu_providers.aws.instances import (
@@ -41,6 +41,7 @@ from cloudgpu.provider import (
     CreateRequest,
     Instance,
     InstanceState,
+    Leftover,
     NoticeWatcher,
     Provider,
     ProviderContext,
@@ -48,6 +49,7 @@ from cloudgpu.provider import (
 from cloudgpu.spec.fields import Node
 
 SDK_MODULES = ("boto3",)  # the `aws` extra
+GROUP_DELETE_WAIT_S = 120.0  # a rolled-back group: until EC2 stops counting its nodes
 # Spot request status codes meaning "the interruption notice has been issued".
 NOTICE_CODES = ("marked-for-termination", "marked-for-stop", "marked-for-hibernation")
 SPOT_NOTICE_S = 120.0  # AWS gives two minutes from the notice
@@ -66,7 +68,7 @@ class AWSProvider(Provider):
         startup_s=240.0,  # create -> ready: VM boot, SSH, driver and image setup
         spot=True,
         stop=True,
-        multi_node=False,
+        multi_node=True,  # nodes in a cluster placement group, EFA where the type has it
         preemption_notice=True,  # on the instance: IMDSv2 spot/instance-action
         local_nvme=True,
         idempotent_create=True,
@@ -180,13 +182,58 @@ class AWSProvider(Provider):
                 made["group"] = group_id
             tags = self._instance_tags(request, image.dlami)
             boot = launch.user_data(request.deadline, self.ctx.clock(), request.user_data)
-            placement = network.placement_args(net, group_id, self.settings)
-            args = launch.run_args(request, image, name, placement, tags, boot)
+            where = network.placement_args(net, group_id, self.settings)
+            args = launch.run_args(request, image, name, where, tags, boot)
+            if request.group:  # a node of a multi-node job: its cluster placement group
+                args = placement.placed(args, request.group)
+                if info.get("NetworkInfo", {}).get("EfaSupported"):
+                    args = placement.efa_interface(args)
             out = self.call("run_instances", ec2.run_instances, **args)
         except ProviderError:
             self._undo(ec2, made, request, key.generated)
             raise
         return self._record(out["Instances"][0], region)
+
+    def create_nodes(self, requests: Sequence[CreateRequest]) -> list[Instance]:
+        """A cluster placement group first (nodes of one AZ, close together), then each
+        node in it (EFA where the type has it); on a failure the nodes made go, and the
+        group with them."""
+        first = requests[0]
+        region = first.offer.region or self.settings.home_region
+        ec2 = self.clients.ec2(region)
+        placement.create(self.call, ec2, first.group, first.tags)
+        try:
+            return super().create_nodes(requests)
+        except BaseException:
+            self._delete_groups(region, [first.group])
+            raise
+
+    def leftovers(self, tags: Mapping[str, str]) -> list[Leftover]:
+        """Placement groups carrying ``tags`` (a multi-node job's, or one a crash left)."""
+        out = []
+        for region in self.regions():
+            for g in placement.tagged(self.call, self.clients.ec2(region), tags):
+                found = {t["Key"]: t["Value"] for t in g.get("Tags", [])}
+                out.append(Leftover(placement.KIND, g["GroupName"], found, region))
+        return out
+
+    def remove_leftover(self, item: Leftover) -> None:
+        if item.kind == placement.KIND:
+            self._delete_groups(item.region, [item.id])
+
+    def _delete_groups(self, region: str, names: Sequence[str]) -> None:
+        """Best effort, once the nodes' termination is under way; a group EC2 still
+        counts as in use is left to the sweep (it carries the job's tags)."""
+        step = max(self.settings.poll_s, 0.05)
+        for name in names:
+            for _ in range(int(GROUP_DELETE_WAIT_S / step)):
+                try:
+                    placement.delete(self.call, self.clients.ec2(region), name)
+                    break
+                except TransientError:
+                    self.ctx.sleep(step)
+            else:
+                raise TransientError(f"placement group {name} still in use", provider=PROVIDER)
 
     def _instance_tags(self, request: CreateRequest, dlami: bool) -> dict[str, str]:
         tags = dict(request.tags)

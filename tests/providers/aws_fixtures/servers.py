@@ -28,6 +28,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 from tests.fixtures.http_fake import serve
+from tests.providers.aws_fixtures import placement
 
 HERE = Path(__file__).resolve().parent
 
@@ -117,6 +118,17 @@ class CapacityProxyHandler(_Quiet):
             srv.refused.append((action, status))
             self._send(status, payload, "text/xml")
             return
+        if action in placement.ACTIONS:
+            self._send(*placement.answer(srv.placement, action, form, self._live), "text/xml")
+            return
+        wanted: list[str] = []
+        if action == "DescribeInstances":
+            form, wanted = placement.strip_group_filter(form)
+            body = urllib.parse.urlencode(form, doseq=True).encode()
+        refused = placement.refuse_run(srv.placement, form) if action == "RunInstances" else None
+        if refused is not None:
+            self._send(*refused, "text/xml")
+            return
         if action == "RunInstances" and (zone in srv.fail_zones or itype in srv.fail_types):
             srv.refused.append((itype, zone))
             xml = INSUFFICIENT_CAPACITY_XML.format(
@@ -139,6 +151,8 @@ class CapacityProxyHandler(_Quiet):
             )
         if action in ("RunInstances", "DescribeInstances"):
             data = _link_spot_requests(srv, action, data)
+            if status == 200:
+                data = placement.annotate(srv.placement, action, form, data, wanted)
         if action in srv.lose:
             # The call reached EC2 but its answer is lost on the way back, as on a
             # timeout: the client sees a 503 although the instance exists.
@@ -147,12 +161,26 @@ class CapacityProxyHandler(_Quiet):
             return
         self._send(status, data, ctype)
 
+    def _live(self, ids: list[str]) -> list[str]:
+        """Which of these instances moto still has up (for DeletePlacementGroup)."""
+        if not ids:
+            return []
+        form = {"Action": ["DescribeInstances"], "Version": ["2016-11-15"]}
+        form.update({f"InstanceId.{i}": [iid] for i, iid in enumerate(ids, 1)})
+        _, data, _ = self._forward(urllib.parse.urlencode(form, doseq=True).encode())
+        states = re.findall(
+            rb"<instanceId>(i-[0-9a-f]+)</instanceId>.*?<name>([a-z-]+)</name>", data, re.S
+        )
+        return [i.decode() for i, st in states if st.decode() in placement.LIVE]
+
     def _forward(self, body: bytes) -> tuple[int, bytes, str]:
         srv = self.server
         up = urllib.parse.urlsplit(srv.upstream)
         conn = HTTPConnection(up.hostname, up.port, timeout=30)
-        headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+        skip = ("host", "content-length")  # the body may have been rewritten
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
         headers["Host"] = up.netloc
+        headers["Content-Length"] = str(len(body))
         conn.request("POST", self.path, body=body, headers=headers)
         resp = conn.getresponse()
         data = resp.read()
@@ -211,6 +239,7 @@ def capacity_proxy(
         spot_request_ids=list(spot_request_ids),
         spot_links={},
         refused=[],
+        placement=placement.Groups(),
     ) as server:
         yield server
 
