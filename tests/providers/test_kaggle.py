@@ -252,6 +252,7 @@ def test_hostile_output_names_write_nothing_outside(
         assert k.proc is not None
         k.proc.kill()
         k.proc.wait()
+        wait_for(lambda: k.status in ("COMPLETE", "ERROR"), what="the kernel to end")
         evil = k.root / "working" / OUTPUTS / "nvme" / "out"
         evil.mkdir(parents=True)
         (evil / "ok.txt").write_text("fine")
@@ -352,7 +353,7 @@ def test_no_shell_on_kaggle_and_down_deletes_a_running_kernel(
         assert got.returncode == 2, got.stderr
         assert "kaggle runs jobs as batch submissions: there is no shell" in got.stderr
         assert "Traceback" not in got.stderr
-    down = cli_proc(["down", rec.id], cloudgpu_home, env=env)
+    down = cli_proc(["down", rec.id, "--yes"], cloudgpu_home, env=env)
     assert down.returncode == 0, down.stderr
     wait_for(lambda: fake.kernels == {}, what="the kernel deleted")
     assert [i.state for i in store(cloudgpu_home).instances(rec.id)] == ["terminated"]
