@@ -63,6 +63,7 @@ class AWSProvider(Provider):
         "image": TEXT, "image_name": TEXT, "image_owners": TEXTS, "ssh_user": TEXT,
         "ssh_port": PORT, "nvme_mount": TEXT, "use_private_ip": FLAG,
         "max_attempts": count(1, 20), "poll_s": seconds(60),
+        "subnet_id": TEXTS, "vpc_id": TEXTS, "imds_endpoint": URL, "notice_poll_s": seconds(3600),
     }  # fmt: skip
     capabilities: ClassVar[Capabilities] = Capabilities(
         startup_s=240.0,  # create -> ready: VM boot, SSH, driver and image setup

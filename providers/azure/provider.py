@@ -81,6 +81,7 @@ class AzureProvider(Provider):
         "retry_total": count(0, 100), "create_timeout_s": seconds(),
         "delete_timeout_s": seconds(), "notice_poll_s": seconds(3600),
         "auto_shutdown": FLAG, "ssh_port": PORT, "managed_identity": TEXT_OR_FLAG,
+        "imds_endpoint": URL, "nvme_mount": TEXT,
     }  # fmt: skip
     capabilities = Capabilities(
         startup_s=360.0,  # create -> ready: a resource group, its network and a VM

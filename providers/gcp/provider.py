@@ -59,6 +59,7 @@ class GCPProvider(Provider):
         "nvme_mount": TEXT, "ssh_cidr": TEXT, "ip_lookup_url": URL,
         "notice_poll_s": seconds(3600), "endpoint_url": URL, "billing_endpoint_url": URL,
         "anonymous": FLAG, "credentials_file": TEXT, "use_metadata_server": FLAG,
+        "metadata_host": TEXT,
     }  # fmt: skip
     capabilities: ClassVar[Capabilities] = Capabilities(
         startup_s=240.0,  # create -> ready: VM boot, SSH, driver and image setup

@@ -77,6 +77,7 @@ class VastProvider(Provider):
     config_keys: ClassVar[Mapping[str, Node]] = {
         **API_KEYS, "api_url": URL, "offer_limit": count(1, 100_000),
         "bid_factor": number("a factor on the asking price", 0, 100),
+        "storage_gb": number("GB of disk priced into offers", 1, 100_000),
     }  # fmt: skip
     capabilities: ClassVar[Capabilities] = Capabilities(
         startup_s=300.0,  # create -> ready: a marketplace container, image pull included
