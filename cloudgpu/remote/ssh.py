@@ -167,19 +167,11 @@ class SSHMachine:
         chan = self._channel(compose(command, full_env, cwd, self.launcher))
         chan.shutdown_write()  # jobs get EOF on stdin, never a hang waiting for input
         out = Demux(on_stdout)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        ended: int | None = None
-        give_up = float("inf")
+        ending = Ending(stop, timeout, self._kill)
         try:
             while not _finished(chan):
-                if ended is None:
-                    ended = why_end(stop, deadline)
-                    give_up = time.monotonic() + KILL_GRACE_S + 10
-                if ended is not None and not out.killed and out.pgid is not None:
-                    self._kill(out.pgid)
-                    out.killed = True
-                if ended is not None and time.monotonic() > give_up:
-                    return ended  # it never said which process group to kill: drop it
+                if (gave_up := ending.poll(out)) is not None:
+                    return gave_up
                 select.select([chan], [], [], 0.1)
                 _drain(chan, out.feed, on_stderr)
                 lost = chan.closed or not self.transport.is_active()
@@ -188,8 +180,8 @@ class SSHMachine:
             status = chan.recv_exit_status()
         finally:
             chan.close()
-        if ended is not None:
-            return ended
+        if ending.ended is not None:
+            return ending.ended
         return 255 if status < 0 else status  # < 0: killed by a signal we did not send
 
     def _kill(self, pgid: int | None) -> None:
@@ -254,6 +246,33 @@ class SSHMachine:
         if self.openssh is not None:
             self.openssh.close()
         close_transport(self.transport)
+
+
+class Ending:
+    """When a running command must end (``stop`` set, ``timeout`` passed): its process
+    group is killed once the command said which it is; if it never says, the run is
+    given up after the kill grace period."""
+
+    def __init__(
+        self, stop: threading.Event | None, timeout: float | None, kill: Callable[[int], None]
+    ) -> None:
+        self.stop = stop
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.kill = kill
+        self.ended: int | None = None  # EXIT_STOPPED / EXIT_TIMEOUT once it must end
+        self.give_up = float("inf")
+
+    def poll(self, out: Demux) -> int | None:
+        """Called in the run loop; an exit status when the run must return at once."""
+        if self.ended is None:
+            self.ended = why_end(self.stop, self.deadline)
+            self.give_up = time.monotonic() + KILL_GRACE_S + 10
+        if self.ended is not None and not out.killed and out.pgid is not None:
+            self.kill(out.pgid)
+            out.killed = True
+        if self.ended is not None and time.monotonic() > self.give_up:
+            return self.ended  # it never said which process group to kill: drop it
+        return None
 
 
 def why_end(stop: threading.Event | None, deadline: float | None) -> int | None:

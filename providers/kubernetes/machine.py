@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -23,7 +22,7 @@ from typing import Any, Protocol
 from cloudgpu.errors import RemoteError
 from cloudgpu.remote import tarstream
 from cloudgpu.remote.machine import NVME_ENV, ExcludeFn, OutputFn, ProgressFn, TransferStats
-from cloudgpu.remote.ssh import KILL_GRACE_S, Demux, compose, kill_script, why_end
+from cloudgpu.remote.ssh import Demux, Ending, compose, kill_script
 
 STDOUT, STDERR, ERROR = 1, 2, 3
 
@@ -127,20 +126,12 @@ class PodMachine:
         script = compose(command, {NVME_ENV: self.nvme_path, **(env or {})}, cwd)
         ws = self.open_exec(["sh", "-c", script], False)
         out = Demux(on_stdout)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        ended: int | None = None
-        give_up = float("inf")
+        ending = Ending(stop, timeout, self._kill)
         status = b""
         try:
             while ws.is_open():
-                if ended is None:
-                    ended = why_end(stop, deadline)
-                    give_up = time.monotonic() + KILL_GRACE_S + 10
-                if ended is not None and not out.killed and out.pgid is not None:
-                    self._kill(out.pgid)
-                    out.killed = True
-                if ended is not None and time.monotonic() > give_up:
-                    return ended
+                if (gave_up := ending.poll(out)) is not None:
+                    return gave_up
                 ws.update(timeout=0.1)
                 if data := ws.read_channel(STDOUT):
                     out.feed(bytes(data))
@@ -154,8 +145,8 @@ class PodMachine:
             status += ws.read_channel(ERROR) or b""
         finally:
             ws.close()
-        if ended is not None:
-            return ended
+        if ending.ended is not None:
+            return ending.ended
         return exit_status(status)
 
     def _kill(self, pgid: int) -> None:
