@@ -5,7 +5,9 @@ is a LocalMachine workspace (the puller runs there as its own process, exactly a
 runs over SSH on a sim or cloud instance; the SSH hop only carries the manifest and
 progress lines). Contenders, interleaved in the same invocation, median of REPS:
 
-1. cloudgpu: list + sign on the client, cloudgpu/remote/puller.py downloads (32 workers);
+1. cloudgpu: list + sign on the client, cloudgpu/remote/puller.py downloads (32 workers,
+   large objects split only as far as it keeps every worker busy); on the large set
+   also "cloudgpu, 8 MiB parts", the fixed part size used before, to show that choice;
 2. awscli: ``aws s3 cp --recursive`` (defaults: 10 concurrent requests, 8 MB parts), run
    where the data lands, as the issue asks; skipped with a note when ``aws`` is absent;
 3. relay: what cloudgpu did before: boto3 downloads every object to the client's cache,
@@ -90,13 +92,13 @@ def _env(url: str) -> dict[str, str]:
     }
 
 
-def cloudgpu_pull(url: str, prefix: str, work: Path) -> float:
+def cloudgpu_pull(url: str, prefix: str, work: Path, part_size: int | None = None) -> float:
     m = LocalMachine(work, base_env={"PATH": os.environ["PATH"]})
     t0 = time.perf_counter()
     src = parse(f"s3://bench/{prefix}")
     st = open_store(src, _env(url))
     listing = pull.list_source_with(src, st, Selector())
-    pull.pull(m, listing, st, f"{m.nvme_path}/data")
+    pull.pull(m, listing, st, f"{m.nvme_path}/data", part_size=part_size)
     return time.perf_counter() - t0
 
 
@@ -149,12 +151,16 @@ def run(results: Path) -> str:
             ("large", f"{large_mb} MB in 64 MB objects"),
             ("small", f"{small:,} x 10 KB objects"),
         ):
-            times: dict[str, list[float]] = {"cloudgpu": [], "awscli": [], "relay": []}
             runs: dict[str, Callable[[Path], float | None]] = {
                 "cloudgpu": functools.partial(cloudgpu_pull, url, prefix),
                 "awscli": functools.partial(awscli, url, prefix),
                 "relay": functools.partial(relay, url, prefix, client=client),
             }
+            if prefix == "large":
+                runs["cloudgpu 8 MiB parts"] = functools.partial(
+                    cloudgpu_pull, url, prefix, part_size=8 << 20
+                )
+            times: dict[str, list[float]] = {name: [] for name in runs}
             for _ in range(reps):
                 for name, fn in runs.items():
                     with tempfile.TemporaryDirectory(dir="/dev/shm") as tmp:
@@ -189,6 +195,15 @@ def _report(results: Path, rows: list[Any], reps: int, large_mb: int, small: int
             + (f"{a / c:.2f}x" if a else "-")
             + f" | {r / c:.2f}x |"
         )
+    for what, med, _ in rows:
+        fixed, c = med.get("cloudgpu 8 MiB parts"), med.get("cloudgpu")
+        if fixed and c:
+            lines.append(
+                f"\n{what}: with the former fixed 8 MiB parts {fixed:.2f} s "
+                f"({fixed / c:.2f}x the time of parts sized to the workers)."
+            )
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    lines.append(f"\nLoad average while it ran (a shared machine): {load}.")
     text = "\n".join(lines) + "\n"
     (results / "data.md").write_text(text)
     return text

@@ -28,8 +28,20 @@ MIN_TTL_S = 900
 MAX_TTL_S = 12 * 3600
 SLOW_BYTES_PER_S = 20e6  # the staging window assumes at least this rate
 DEFAULT_WORKERS = 32
-# Small parts: more streams per large object (a store serves each stream at a limited rate).
+# The smallest part a large object is split into (and the uploads' part size).
 DEFAULT_PART_SIZE = 8 << 20
+MAX_PART_SIZE = 256 << 20  # a killed pull loses at most this much per object
+
+
+def pull_part_size(listing_bytes: int, workers: int) -> int:
+    """Split large objects only as far as it takes to keep every worker busy: a store
+    serves each stream at a limited rate, so a few huge objects need ranged parts, but
+    when the data is already many objects each extra part is one more request (and
+    on some servers, e.g. moto, each range reads the whole object again). So: the
+    total over the workers, in MiB, between DEFAULT_PART_SIZE and MAX_PART_SIZE."""
+    share = -(-listing_bytes // max(1, workers))
+    mib = -(-share // (1 << 20)) * (1 << 20)
+    return max(DEFAULT_PART_SIZE, min(MAX_PART_SIZE, mib))
 
 
 @dataclass
@@ -147,12 +159,14 @@ def pull(
     *,
     progress: ProgressFn | None = None,
     workers: int = DEFAULT_WORKERS,
-    part_size: int = DEFAULT_PART_SIZE,
+    part_size: int | None = None,
     clock: Callable[[], float] = time.time,
 ) -> PullStats:
     """Fetch ``listing`` onto ``machine`` at ``dest`` (an instance path); raise a clear
     error (expired URL, access denied, integrity...) when it fails."""
     state_dir = instance.state_dir(machine)
+    if part_size is None:
+        part_size = pull_part_size(listing.bytes, workers)
     ttl = staging_ttl(listing.bytes)
     signed_at = clock()
     for attempt in range(2):
