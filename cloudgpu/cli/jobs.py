@@ -21,6 +21,7 @@ from cloudgpu import remote
 from cloudgpu.cli import style
 from cloudgpu.cli.context import App, get_app
 from cloudgpu.costs import billing
+from cloudgpu.data.probeview import summary as probe_summary
 from cloudgpu.errors import CloudGPUError, ConfigError, StateError
 from cloudgpu.lifecycle import states
 from cloudgpu.lifecycle.collect import instance_of
@@ -29,6 +30,7 @@ from cloudgpu.lifecycle.output import PREFIX
 from cloudgpu.lifecycle.reaper import ACTIVITY
 from cloudgpu.provider import Capabilities
 from cloudgpu.sshkeys import ensure_keypair
+from cloudgpu.state import probes
 from cloudgpu.state.store import InstanceRecord, JobRecord, Store
 from cloudgpu.texttable import render_table, terminal_width
 
@@ -120,6 +122,15 @@ def job_dict(
         ],
     }
     if events:
+        d["probes"] = [
+            {
+                "measured_at": p.measured_at,
+                "instance_type": p.instance_type,
+                "summary": probe_summary(p.result),
+                "result": p.result,
+            }
+            for p in probes.probes(store, job.id)
+        ]
         d["events"] = [
             {"ts": e["ts"], "kind": e["kind"], "message": e["message"]}
             for e in store.events(job.id)
@@ -163,6 +174,9 @@ def status(job: str | None, as_json: bool) -> None:
         for e in r.get("events", []):
             stamp = time.strftime("%H:%M:%S", time.localtime(e["ts"]))
             click.echo(f"  {stamp} {e['kind']:<20} {e['message']}")
+        for p in r.get("probes", []):
+            stamp = time.strftime("%H:%M:%S", time.localtime(p["measured_at"]))
+            click.echo(f"  {stamp} data probe ({p['instance_type']}): {p['summary']}")
 
 
 # -- logs --------------------------------------------------------------------------------

@@ -206,7 +206,17 @@ def launch(job_file: str, foreground_of: str | None, **flags: Any) -> None:
         return
     click.echo(f"job {job_id}  (log: {log_path})", err=True)
     try:
-        rc = _run(app, job, job_id, offers, log_path, opts, terminal=True, nodes=choice.nodes)
+        rc = _run(
+            app,
+            job,
+            job_id,
+            offers,
+            log_path,
+            opts,
+            terminal=True,
+            nodes=choice.nodes,
+            rates=choice.tokens_per_s,
+        )
     finally:
         if opts.as_json:  # the outcome, success or not, before any error line
             doc = job_dict(store, store.job(job_id), time.time(), provider_caps(app))
@@ -252,7 +262,17 @@ def _foreground(app: App, job_file: str, job_id: str, opts: Flags) -> None:
     except CloudGPUError as exc:
         store.update_job(job_id, state=states.FAILED, error=str(exc)[:500])
         raise
-    rc = _run(app, job, job_id, choice.offers, log_path, opts, terminal=False, nodes=choice.nodes)
+    rc = _run(
+        app,
+        job,
+        job_id,
+        choice.offers,
+        log_path,
+        opts,
+        terminal=False,
+        nodes=choice.nodes,
+        rates=choice.tokens_per_s,
+    )
     if rc:
         sys.exit(rc)
 
@@ -281,6 +301,7 @@ def _run(
     *,
     terminal: bool,
     nodes: dict[str, int] | None = None,
+    rates: dict[str, float] | None = None,
 ) -> int:
     # With --json, stdout carries only the JSON document: the job's output goes to stderr.
     out = sys.stderr.buffer if opts.as_json else None
@@ -299,6 +320,7 @@ def _run(
                 default_deadline_s=_seconds(app, "default_deadline", DEFAULT_DEADLINE_S),
                 collect_grace_s=_seconds(app, "collect_grace", COLLECT_GRACE_S),
                 max_preemptions=max_preemptions(app),
+                tokens_per_s=rates or {},
             )
             if job.max_nodes > 1:  # several nodes, or a range the planner chose within
                 run: JobRun = MultiNodeRun(deps, job_id, job, offers, options, nodes)

@@ -9,6 +9,7 @@ table or JSON. All gathering, sizing and ranking lives in the core.
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,9 +18,10 @@ from typing import Any
 import click
 
 from cloudgpu.catalog import GpuRegistry, Offer, load_catalog, load_registry
-from cloudgpu.cli.context import get_app
+from cloudgpu.cli.context import App, get_app
 from cloudgpu.cli.params import Number
 from cloudgpu.cli.sources import choose, run_history, startup_history
+from cloudgpu.data.probeview import summary as probe_summary
 from cloudgpu.errors import ConfigError
 from cloudgpu.planner import OBJECTIVES, Candidate, Plan, resolve_framework
 from cloudgpu.planner import plan as make_plan
@@ -28,6 +30,7 @@ from cloudgpu.scaffold import job_file_for
 from cloudgpu.spec.fields import FieldError, check
 from cloudgpu.spec.model import GpuRequest, JobSpec, Resources
 from cloudgpu.spec.schema import WORKLOAD
+from cloudgpu.state import probes
 from cloudgpu.texttable import render_table, terminal_width
 
 F = Callable[..., Any]
@@ -221,7 +224,16 @@ def render_free(p: Plan) -> list[str]:
     return lines
 
 
-def emit(p: Plan, as_json: bool, limit: int, all_rows: bool, hint: str | None = None) -> None:
+def emit(
+    p: Plan,
+    as_json: bool,
+    limit: int,
+    all_rows: bool,
+    hint: str | None = None,
+    measured: dict[str, str] | None = None,
+) -> None:
+    """The plan as a table or JSON; ``measured``: probe figures by offer key."""
+    measured = measured or {}
     if not p.candidates:
         why = p.needs or "no offer meets the job's resources"
         if as_json:  # the answer for scripts: fits false, why, and the nearest misses
@@ -236,9 +248,18 @@ def emit(p: Plan, as_json: bool, limit: int, all_rows: bool, hint: str | None = 
     if as_json:
         rows = p.candidates[:limit]
         rows += [c for c in p.rejected if all_rows or _workload_reject(c)][:limit]
-        click.echo(json.dumps([candidate_json(c) for c in rows], indent=2))
+        docs = [candidate_json(c) for c in rows]
+        for doc, c in zip(docs, rows, strict=True):
+            if c.offer.key in measured:
+                doc["measured"] = measured[c.offer.key]
+        click.echo(json.dumps(docs, indent=2))
     else:
         click.echo(render_plan(p, limit))
+        shown = [c for c in p.candidates[:limit] if c.offer.key in measured]
+        if shown:
+            click.echo("Measured on your own instances (`cloudgpu data probe`):")
+        for c in shown:
+            click.echo(f"  {c.offer.provider} {c.offer.instance_type}: {measured[c.offer.key]}")
 
 
 def _common(func: F) -> F:
@@ -301,7 +322,26 @@ def plan_cmd(
     job = app.load_job(job_file_for(job_file, Path.cwd())[0])
     choice = choose(app, job, objective=objective, all_providers=all_providers)
     hint = nothing_fits(choice).hint if not choice.candidates else None
-    emit(choice.plan, as_json, limit, all_rows, hint)
+    measured = measured_on(app, choice.plan.candidates[:limit])
+    emit(choice.plan, as_json, limit, all_rows, hint, measured)
+
+
+def measured_on(app: App, candidates: list[Candidate]) -> dict[str, str]:
+    """Offer key -> the newest probe of its (provider, instance type), in words."""
+    if not app.paths.state_db.exists():
+        return {}
+    store = app.store()
+    try:
+        latest = probes.latest_by_type(store)
+    finally:
+        store.close()
+    out = {}
+    for c in candidates:
+        rec = latest.get((c.offer.provider, c.offer.instance_type))
+        if rec is not None:
+            day = time.strftime("%Y-%m-%d", time.localtime(rec.measured_at))
+            out[c.offer.key] = f"{probe_summary(rec.result)} ({day})"
+    return out
 
 
 plan = plan_cmd  # COMMANDS names the attribute `plan`

@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cloudgpu.data.probeview import summary
 from cloudgpu.errors import RemoteError
 from cloudgpu.lifecycle.output import human_bytes
 from cloudgpu.planner.workload import parse_bytes  # the planner owns the workload's units
 from cloudgpu.remote import Machine
 from cloudgpu.remote import prober as script
 
+__all__ = ["Need", "Verdict", "need_of", "run_probe", "summary", "verdict"]
 PROBER_SOURCE = Path(script.__file__).read_text(encoding="utf-8")
 SMALL_SAMPLE_BYTES = 1 << 20  # samples below this are taken to be one file each
 PROBE_TIMEOUT_S = 120
@@ -36,6 +38,7 @@ class Need:
     samples_per_s: float = 0.0  # all GPUs together
     bytes_per_sample: float = 0.0
     cpu_samples_per_s: float = 0.0  # decode rate of one vCPU
+    source: str = ""  # where the rate comes from, when not the workload's own numbers
 
     @property
     def bytes_per_s(self) -> float:
@@ -49,15 +52,33 @@ class Verdict:
     advice: list[str] = field(default_factory=list)
 
 
-def need_of(workload: Mapping[str, Any] | None, gpus: int) -> Need:
-    """The consumption the workload states (sizes like "110KB" as the planner reads them)."""
+# Pre-tokenized training data is read as token ids: 4 bytes each (int32; uint16 shards
+# need half), one sequence per sample, read from shards rather than one file each.
+BYTES_PER_TOKEN = 4
+DEFAULT_SEQ_LEN = 2048
+
+
+def need_of(
+    workload: Mapping[str, Any] | None, gpus: int, tokens_per_s: float | None = None
+) -> Need:
+    """The consumption the workload states (sizes like "110KB" as the planner reads
+    them); without samples_per_s, the planner's estimated ``tokens_per_s`` for the
+    machine read as token ids (BYTES_PER_TOKEN each, ``seq_len`` per sample)."""
     w = workload or {}
     try:
         per_gpu = float(w.get("samples_per_s") or 0)
         size = float(parse_bytes(w.get("bytes_per_sample", 0), "bytes_per_sample"))
         cpu = float(w.get("cpu_samples_per_s") or 0)
+        seq = int(w.get("seq_len") or DEFAULT_SEQ_LEN)
     except (TypeError, ValueError):
         return Need()
+    if per_gpu <= 0 and tokens_per_s and tokens_per_s > 0 and seq > 0:
+        return Need(
+            tokens_per_s / seq,
+            float(seq * BYTES_PER_TOKEN),
+            cpu,
+            source=f"the plan's {tokens_per_s:,.0f} tokens/s as {BYTES_PER_TOKEN}-byte token ids",
+        )
     return Need(per_gpu * max(gpus, 1), size, cpu)
 
 
@@ -97,13 +118,15 @@ def verdict(result: Mapping[str, Any], need: Need, vcpus: float | None = None) -
             ["state them in the job's workload: block to get a verdict"],
         )
     supplies = {"NVMe sequential read": seq / need.bytes_per_s}
-    if need.bytes_per_sample < SMALL_SAMPLE_BYTES:
+    if need.bytes_per_sample < SMALL_SAMPLE_BYTES and not need.source:  # tokens: shards
         supplies["small-file reads"] = files / need.samples_per_s
     if need.cpu_samples_per_s > 0:
         supplies["CPU decode"] = cpus * need.cpu_samples_per_s / need.samples_per_s
     worst = min(supplies, key=lambda k: supplies[k])
     ratio = supplies[worst]
     wanted = f"{need.samples_per_s:,.0f} samples/s x {human_bytes(need.bytes_per_sample)}"
+    if need.source:
+        wanted += f", from {need.source}"
     if ratio >= 1.0:
         return Verdict(
             "gpu",
@@ -123,21 +146,3 @@ def verdict(result: Mapping[str, Any], need: Need, vcpus: float | None = None) -
         f"expect the GPUs to wait about {1 - ratio:.0%} of the time",
         [advice[k] for k, v in sorted(supplies.items(), key=lambda kv: kv[1]) if v < 1.0],
     )
-
-
-def summary(result: Mapping[str, Any]) -> str:
-    """One line of the measurements."""
-    d = result["disk"]
-    line = (
-        f"NVMe {d['seq_read_gbs']:.2f} GB/s sequential read, {d['rand_4k_iops']:,} IOPS 4 KiB "
-        f"random, {d['small_files_per_s']:,} small files/s"
-    )
-    g = result.get("gpu") or {}
-    if g.get("status") == "measured":
-        line += (
-            f"; GPU {g.get('name', '?')}: {g['bf16_tflops']:.0f} BF16 TFLOPS, "
-            f"HBM {g['hbm_gbs']:.0f} GB/s, H2D {g['h2d_gbs']:.1f} GB/s"
-        )
-    elif g and g.get("reason") != "not asked for":
-        line += f"; GPU: {g.get('reason', 'skipped')}"
-    return line

@@ -19,9 +19,9 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cloudgpu.catalog.offer import Offer
@@ -72,6 +72,9 @@ class LaunchOptions:
     default_deadline_s: float = DEFAULT_DEADLINE_S
     collect_grace_s: float = COLLECT_GRACE_S
     max_preemptions: int = MAX_PREEMPTIONS
+    # The plan's estimated tokens/s per offer (Offer.key): what the data probe checks
+    # the input side against when the workload states no samples/s.
+    tokens_per_s: Mapping[str, float] = field(default_factory=dict)
 
 
 class JobRun:
@@ -375,7 +378,8 @@ class JobRun:
     def _stage(self, machine: Machine, got: Provisioned) -> None:
         stage_data(machine, self.job, self.deps.sink, self.deps.paths.cache_dir, self.deps.env)
         o = got.offer
-        found = probe_line(machine, self.job, o.gpu_count, self.deps.sink)
+        rate = self.opts.tokens_per_s.get(o.key)
+        found = probe_line(machine, self.job, o.gpu_count, self.deps.sink, rate)
         if found is not None:
             probes.record(
                 self.deps.store, self.job_id, o.provider, o.instance_type, o.gpu or "",

@@ -120,11 +120,14 @@ def pull_remote(
     )
 
 
-def probe_line(machine: Machine, job: JobSpec, gpus: int, sink: Sink) -> dict[str, object] | None:
+def probe_line(
+    machine: Machine, job: JobSpec, gpus: int, sink: Sink, tokens_per_s: float | None = None
+) -> dict[str, object] | None:
     """The launch's one data-probe line. The quick disk probe (~4 s) runs when it can
-    decide something: the workload states its consumption, or data comes from an object
-    store; otherwise the line says how to measure. Never fatal."""
-    need = probing.need_of(job.workload, gpus)
+    decide something: the workload states its consumption (or the plan estimated its
+    ``tokens_per_s`` on this machine), or data comes from an object store; otherwise the
+    line says how to measure. Never fatal."""
+    need = probing.need_of(job.workload, gpus, tokens_per_s)
     if need.samples_per_s <= 0 and not any(uri.is_remote(d.src) for d in job.data):
         # Nothing was measured: a line for the log (and -v), not for every launch's screen.
         sink.info(

@@ -68,6 +68,11 @@ class Choice:
         return list(self.plan.candidates)
 
     @property
+    def tokens_per_s(self) -> dict[str, float]:
+        """Offer key -> the estimated tokens/s there (only where the workload gives one)."""
+        return {c.offer.key: c.tokens_per_s for c in self.candidates if c.tokens_per_s}
+
+    @property
     def nodes(self) -> dict[str, int]:
         """Offer key -> nodes to provision of it."""
         return {c.offer.key: c.num_nodes for c in self.candidates}

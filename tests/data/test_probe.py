@@ -71,3 +71,20 @@ def test_probes_are_kept_per_instance_type(tmp_path: Path) -> None:
     assert latest[("aws", "p5.48xlarge")].job_id == "j2"
     assert probes.measured_gpus(store)["H100-SXM"]["bf16_tflops"] == 700.0
     assert [p.job_id for p in probes.probes(store, "j1")] == ["j1"]
+
+
+def test_the_plans_token_rate_stands_in_for_samples_per_s() -> None:
+    """No samples/s in the workload: the planner's tokens/s for the machine, read as
+    token ids from shards (no small-file limit), is what the input side must deliver."""
+    w = {"kind": "train", "params": "8B", "tokens": "2B", "seq_len": 4096}
+    assert probe.need_of(w, 8).samples_per_s == 0  # nothing to compare without the plan
+    need = probe.need_of(w, 8, tokens_per_s=400_000)
+    assert need.bytes_per_s == 400_000 * probe.BYTES_PER_TOKEN
+    assert need.samples_per_s == 400_000 / 4096
+    fast = probe.verdict(disk(2.0, 10), need)  # 2 GB/s against 1.6 MB/s: few files is fine
+    assert fast.bottleneck == "gpu" and "tokens/s" in fast.headline
+    slow = probe.verdict(disk(0.0008, 10), need)
+    assert slow.bottleneck == "input" and "NVMe sequential read" in slow.headline
+    # The workload's own numbers win over the estimate.
+    own = probe.need_of({**w, "samples_per_s": 10, "bytes_per_sample": "1MB"}, 8, 400_000)
+    assert own.samples_per_s == 80 and not own.source
