@@ -20,6 +20,7 @@ from cloudgpu.catalog.offer import (
     Offer,
 )
 from cloudgpu.catalog.present import SPEC_COLUMNS, render, spec_record
+from cloudgpu.cli import measured
 from cloudgpu.cli.context import get_app
 from cloudgpu.cli.offers import load_for, output_format, split_list
 from cloudgpu.texttable import terminal_width
@@ -94,7 +95,8 @@ def gpus(names: tuple[str, ...], **opts: Any) -> None:
     if opts["free"]:
         records = [r for r in records if r["free_tier"]]
     records.sort(key=lambda r: (r["vendor"], r["family"], -r["memory_gb"], r["name"]))
-    click.echo(render(records, fmt, SPEC_COLUMNS, width=terminal_width()))
+    columns = measured.gpus(get_app(), records, SPEC_COLUMNS)
+    click.echo(render(records, fmt, columns, width=terminal_width()))
 
 
 def _priced(record: dict[str, Any]) -> bool:

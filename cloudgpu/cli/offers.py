@@ -31,6 +31,7 @@ from cloudgpu.catalog.query import (
     parse_amount,
     require_offers,
 )
+from cloudgpu.cli import measured
 from cloudgpu.cli.context import App, get_app
 from cloudgpu.cli.params import PRICE, Number
 from cloudgpu.errors import CatalogError, CloudGPUError, ConfigError
@@ -239,7 +240,8 @@ def offers(**opts: Any) -> None:
     rows = require_offers(catalog.offers, query, registry, total=catalog.total_offers())
     more = bool(shown) and len(rows) > shown
     records = [offer_record(o, catalog, registry) for o in rows[: shown or None]]
-    click.echo(render(records, fmt, OFFER_COLUMNS, OFFER_KEYS, width=terminal_width()))
+    columns, keys = measured.offers(app, records, OFFER_COLUMNS, OFFER_KEYS)
+    click.echo(render(records, fmt, columns, keys, width=terminal_width()))
     if fmt in ("table", "markdown"):
         click.echo(_footer(catalog, records, set(app.registry.names()), more), err=True)
         limits = free_tier_limits(rows)

@@ -45,3 +45,29 @@ def test_status_and_plan_show_the_newest_probe_of_the_instance_type(
     code, out, err = main_exit(["plan", str(path), "--json"])
     rows = {r["instance_type"]: r for r in json.loads(out)}
     assert "NVMe 2.50 GB/s" in rows["sim.l4"]["measured"] and "measured" not in rows["sim.big"]
+
+
+def test_offers_and_gpus_show_measured_columns_once_measured(
+    cloudgpu_home: Path, tmp_path: Path
+) -> None:
+    configure(cloudgpu_home, [offer("sim.l4", 1.0), offer("sim.big", 2.0)])
+    code, before, err = main_exit(["offers", "--provider", "sim"])
+    assert code == 0, err
+    assert "MEAS" not in before  # no measurement yet: no column
+    s = store(cloudgpu_home)
+    gpu = {"status": "measured", "name": "L4", "bf16_tflops": 97.5, "hbm_gbs": 241.0, "h2d_gbs": 11}
+    probes.record(s, "j-1", "sim", "sim.l4", "L4", time.time(), {**RESULT, "gpu": gpu})
+    s.close()
+    code, out, err = main_exit(["offers", "--provider", "sim", "--json"])
+    rows = {r["instance_type"]: r for r in json.loads(out)}
+    assert rows["sim.l4"]["measured_nvme_gbs"] == 2.5 and rows["sim.l4"]["measured_bf16_tflops"]
+    assert rows["sim.big"]["measured_nvme_gbs"] is None  # not measured: never made up
+    code, out, err = main_exit(["offers", "--provider", "sim"])
+    assert "NVME_GB/S_MEAS" in out and "BF16_TF_MEAS" in out
+    code, out, err = main_exit(["gpus", "L4", "H100", "--json"])
+    assert code == 0, err
+    specs = {r["name"]: r for r in json.loads(out)}
+    assert specs["L4"]["measured_bf16_tflops"] == 97.5 and specs["L4"]["bf16_tflops"] > 97.5
+    assert specs["H100-SXM"]["measured_bf16_tflops"] is None
+    code, out, err = main_exit(["gpus", "L4"])
+    assert "BF16_MEAS" in out and "98" in out
