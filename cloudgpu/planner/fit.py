@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from cloudgpu.catalog.gpus import GpuSpec
+from cloudgpu.planner.frameworks import resolve
 from cloudgpu.planner.memory import GIB, Layout, memory_breakdown, usable_fraction
 from cloudgpu.planner.timing import infer_time, train_time
 from cloudgpu.planner.workload import Workload
@@ -96,7 +97,7 @@ def _tensors(w: Workload, shape: Shape) -> tuple[int, ...]:
 def _checkpointings(w: Workload) -> tuple[str, ...]:
     if w.checkpointing != "auto":
         return (w.checkpointing,)
-    if w.attention == "eager":
+    if w.attention == "eager" or resolve(w.framework, w.kind).selective == "op":
         return ("none", "selective", "full")
     return ("none", "full")  # with flash attention selective keeps what none keeps
 

@@ -50,6 +50,12 @@ class Framework:
     layer_overhead_s: float = 0.0
     memory_fraction: float = 1.0
     runtime_gib: dict[int, float] = field(default_factory=dict)  # by tensor-parallel degree
+    # What `checkpointing: selective` means: "attention" recomputes the core attention
+    # (Korthikanti et al.; nothing left to drop with flash attention), "op" is
+    # torchtitan's per-op policy (memory.py, timing.py).
+    selective: str = "attention"
+    repeat_kv: bool = True  # GQA keys/values expanded to every head before attention
+    lora_dropout: float = 0.0  # the adapters' input dropout (keeps a mask and a copy)
     derived_from: tuple[str, ...] = ()
 
     def train_efficiency(self, generation: str) -> float:
@@ -83,6 +89,9 @@ def _framework(name: str, row: dict[str, Any]) -> Framework:
         layer_overhead_s=float(row.get("layer_overhead_us", 0.0)) * 1e-6,
         memory_fraction=float(row.get("memory_fraction", 1.0)),
         runtime_gib={int(k): float(v) for k, v in row.get("runtime_gib", {}).items()},
+        selective=str(row.get("selective_checkpointing", "attention")),
+        repeat_kv=bool(row.get("repeat_kv", True)),
+        lora_dropout=float(row.get("lora_dropout", 0.0)),
         derived_from=tuple(row.get("derived_from", ())),
     )
 

@@ -22,11 +22,27 @@ its workload block; framework-specific figures live in data/frameworks.json):
 - Activations: Korthikanti et al. (arXiv:2205.05198) count what autograd keeps per layer,
   tensor by tensor (34*s*b*h for their GPT layer, plus 5*a*s^2*b for the attention
   scores that flash attention or selective recomputation drop). We apply the same
-  per-tensor accounting to a Llama-style layer as PyTorch eager keeps it: two RMSNorms
-  (fp32 upcast + normalized output), q/k/v with GQA, RoPE copies, attention output,
-  a gated MLP (gate, act, up, product) -- 52*s*b*h for Llama-3-8B, close to the ~28 bf16
-  hidden-state copies per layer ml-engineering measured (224 GiB at 32k). Full
-  recomputation keeps only each layer's input (2*s*b*h) plus one live layer.
+  per-tensor accounting to a Llama-style layer as PyTorch eager keeps it, checked
+  against autograd's own saved tensors (tests/planner/test_activations.py): two
+  RMSNorms (the fp32 upcast, the normalized value and the weighted output: 4 + 2a
+  bytes), the attention's q, k and v (k and v expanded to every head where the
+  framework repeats them for GQA), its output (also the output projection's input),
+  and a gated MLP (gate, activation, up, product); RoPE multiplies by constants and
+  keeps nothing. 52*s*b*h bytes for Llama-3-8B with repeated k/v, 49 without, close to
+  the ~28 bf16 hidden-state copies per layer ml-engineering measured (224 GiB at 32k).
+  A frozen base (LoRA, QLoRA) is charged as if trained: autograd would keep less (no
+  matmul input for a weight gradient: 34*h for that layer), but LitGPT's measured LoRA
+  and QLoRA peaks, the only published figures without recomputation, are 6-27% above
+  that and within 10% of the trained accounting, so the safer figure is kept. Adapters
+  with input dropout (LitGPT's default 0.05) add a mask (1 byte) and a dropped copy of
+  each input they read (one for LitGPT's fused q/k/v, one per other matrix).
+  Full recomputation keeps only each layer's input (2*s*b*h) plus one live layer.
+  Selective recomputation as torchtitan does it ("op" in data/frameworks.json;
+  torchtitan/distributed/activation_checkpoint.py SelectiveAC, the 2024 _save_list in
+  parallelisms/parallelize_llama.py) keeps each block's input and the outputs of its
+  matmuls and attention except every second matmul: in a Llama block wq, wv, the
+  attention output, w1 and w2 are kept (h + 2q + kv + ffn + h values per token), wk, wo
+  and w3 are recomputed with the norms, RoPE and activations, plus one live layer.
   Tensor parallelism is taken with sequence parallelism (Megatron-Core and torchtitan
   enable it with TP; Korthikanti et al. s4.2.2), which divides every activation by t.
 - Logits: the framework's bytes per vocabulary entry per token (the loss upcasts to fp32
@@ -169,16 +185,33 @@ def model_states(w: Workload, lay: Layout) -> dict[str, float]:
 def layer_activation_bytes(arch: ModelArch, w: Workload, lay: Layout, attention: str) -> float:
     """What autograd keeps for one layer of one micro-batch (see module docstring)."""
     s, b, h, tp = w.seq_len, lay.micro_batch, arch.hidden, lay.tensor_parallel
+    fw = resolve(w.framework, w.kind)
     a = 4.0 if w.precision == "fp32" else 2.0
     inter = arch.intermediate * arch.experts_active
-    norms = 2 * h * (4.0 + a)  # two RMSNorms: fp32 upcast of the input + normalized output
-    qkv = (arch.q_dim + 2 * arch.kv_dim) * a
-    rope = 2 * (arch.q_dim + arch.kv_dim) * a  # rotate_half copies and rotated q/k
-    attn_out = 2 * arch.q_dim * a  # attention output and the o_proj input copy
-    mlp = 4 * inter * a  # gate, activation, up, product
-    per_token = (norms + qkv + rope + attn_out + mlp) / tp
+    kv = arch.q_dim if fw.repeat_kv else arch.kv_dim
+    attention_io = (arch.q_dim + 2 * kv) * a + arch.q_dim * a  # q, k, v and the output
+    # two RMSNorms (fp32 input, normalized, weighted); gate, activation, up, product
+    kept = 2 * h * (4.0 + 2 * a) + attention_io + 4 * inter * a
+    if w.adapters and fw.lora_dropout:
+        kept += dropout_bytes(arch, w.lora_targets, a)
+    per_token = kept / tp
     scores = 5.0 * arch.heads * s * s * b / tp if attention == "eager" else 0.0
     return (s * b * per_token + scores) / lay.context_parallel
+
+
+def dropout_bytes(arch: ModelArch, targets: str, a: float) -> float:
+    """LoRA input dropout per token of one layer: a 1-byte mask and a dropped copy of
+    each input the adapters read (one for LitGPT's fused q/k/v, one per other matrix)."""
+    h, inter = arch.hidden, arch.intermediate * arch.experts_active
+    inputs = {"qv": h, "attention": h + arch.q_dim}.get(targets, 3 * h + arch.q_dim + inter)
+    return inputs * (1.0 + a)
+
+
+def op_sac_bytes_per_token(arch: ModelArch, a: float) -> float:
+    """What torchtitan's selective op checkpointing keeps per layer per token (module
+    docstring): the block input, wq, wv, the attention output, w1 and w2."""
+    inter = arch.intermediate * arch.experts_active
+    return (2 * arch.hidden + 2 * arch.q_dim + arch.kv_dim + inter) * a
 
 
 def activations(w: Workload, lay: Layout) -> dict[str, float]:
@@ -193,9 +226,13 @@ def activations(w: Workload, lay: Layout) -> dict[str, float]:
     logits = lay.micro_batch * w.seq_len * arch.vocab * fw.logits_bytes / tp / lay.context_parallel
     in_flight = min(pp, max(1, lay.grad_accum)) if pp > 1 else 1
     layers = arch.layers / pp * in_flight
+    tokens = w.seq_len * lay.micro_batch / tp / lay.context_parallel
     if lay.checkpointing == "full":
-        inputs = layers * w.seq_len * lay.micro_batch * arch.hidden * a / tp / lay.context_parallel
+        inputs = layers * tokens * arch.hidden * a
         return {"activations": inputs, "recompute_peak": per_layer, "logits": logits}
+    if lay.checkpointing == "selective" and fw.selective == "op":
+        kept = layers * tokens * op_sac_bytes_per_token(arch, a)
+        return {"activations": kept, "recompute_peak": per_layer, "logits": logits}
     return {"activations": layers * per_layer, "logits": logits}
 
 

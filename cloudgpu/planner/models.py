@@ -77,6 +77,8 @@ class ModelArch:
     def lora_params(self, rank: int, targets: str) -> float:
         """Trainable adapter parameters: r x (d_in + d_out) per adapted matrix."""
         h = self.hidden
+        if targets == "qv":
+            return float(self.layers * rank * ((h + self.q_dim) + (h + self.kv_dim)))
         attn = rank * ((h + self.q_dim) * 2 + (h + self.kv_dim) * 2)
         if targets == "attention":
             return float(self.layers * attn)

@@ -3,9 +3,11 @@
 Formulas (REFERENCE.md section 4; framework factors in data/frameworks.json with their
 sources; shared rules in cloudgpu/planner/frameworks.py):
 - Training FLOPs per token: 6*N (forward 2N + backward 4N) for full training; 8*N with
-  full recomputation (one more forward). LoRA/QLoRA: the frozen base still runs its
-  forward (2N) and the input-gradient half of its backward (2N), but no weight gradients,
-  so 4*N (+2N with recomputation) plus 6 x the adapter parameters. Attention adds
+  full recomputation (one more forward); torchtitan's selective op recomputation
+  (memory.py) runs wk, wo and w3 again: + 2*layers*h*(kv + q + ffn). LoRA/QLoRA: the
+  frozen base still runs its forward (2N) and the input-gradient half of its backward
+  (2N), but no weight gradients, so 4*N (+ the recomputation) plus 6 x the adapter
+  parameters. Attention adds
   6*layers*seq*q_dim per token (causal half of PaLM's 12*L*H*Q*T, arXiv:2204.02311 App. B).
   N is the *active* parameter count (MoE: routed experts only).
 - Compute time = hardware FLOPs / (GPUs x peak x framework efficiency x size factor),
@@ -138,16 +140,27 @@ def attention_flops_per_token(w: Workload) -> float:
     return 6.0 * w.arch.layers * w.seq_len * w.arch.q_dim
 
 
+def recompute_flops_per_token(w: Workload, checkpointing: str) -> float:
+    """FLOPs the backward pass spends running forward work again (module docstring)."""
+    arch = w.arch
+    if checkpointing == "full":
+        return 2.0 * arch.active_params + attention_flops_per_token(w) / 3
+    if checkpointing == "selective" and resolve(w.framework, w.kind).selective == "op":
+        inter = arch.intermediate * arch.experts_active
+        return 2.0 * arch.layers * arch.hidden * (arch.kv_dim + arch.q_dim + inter)
+    return 0.0
+
+
 def train_flops_per_token(w: Workload, checkpointing: str) -> float:
-    """Model FLOPs per token (hardware FLOPs with ``checkpointing: full``)."""
+    """Model FLOPs per token (hardware FLOPs when ``checkpointing`` recomputes)."""
     arch = w.arch
     n = arch.active_params
     attention = attention_flops_per_token(w)
-    recompute = 1.0 if checkpointing == "full" else 0.0
+    recompute = recompute_flops_per_token(w, checkpointing)
     if w.adapters:
         adapters = arch.lora_params(w.lora_rank, w.lora_targets)
-        return (4.0 + 2.0 * recompute) * n + 6.0 * adapters + attention * (1 + recompute / 3)
-    return (6.0 + 2.0 * recompute) * n + attention * (1 + recompute / 3)
+        return 4.0 * n + 6.0 * adapters + attention + recompute
+    return 6.0 * n + attention + recompute
 
 
 def _work_per_token(w: Workload, checkpointing: str) -> float:

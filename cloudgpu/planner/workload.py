@@ -34,7 +34,7 @@ expected form. This module only parses; it must not estimate anything.
       context_parallel: 1   # GPUs each sequence is split over (long context)
       network_gbps: auto    # node-to-node Gbit/s to assume (auto: the offer's)
       lora_rank: 16         # lora/qlora adapter rank (qlora default 64, as the QLoRA paper)
-      lora_targets: all     # all | attention (which linear layers get adapters)
+      lora_targets: all     # all | attention | qv (which linear layers get adapters)
       # inference
       batch: auto           # concurrent sequences (auto: the most that fit, up to 256)
       requests: 10000       # requests to serve, each input_tokens + output_tokens
@@ -77,6 +77,8 @@ from cloudgpu.spec.schema import (
 )
 
 TRAIN_KINDS = ("train", "finetune", "lora", "qlora")
+
+LORA_TARGETS = ("all", "attention", "qv")  # every linear | q, k, v, o | q and v (LitGPT, PEFT)
 
 
 @dataclass(frozen=True)
@@ -267,7 +269,7 @@ def parse_workload(raw: Mapping[str, Any]) -> Workload:
         if raw.get("network_gbps", "auto") == "auto"
         else _positive(raw, "network_gbps"),
         lora_rank=_int(raw, "lora_rank", 64 if kind == "qlora" else 16),
-        lora_targets=_choice(raw, "lora_targets", "all", ("all", "attention")),
+        lora_targets=_choice(raw, "lora_targets", "all", LORA_TARGETS),
         batch=0 if raw.get("batch", "auto") == "auto" else _int(raw, "batch", 1),
         requests=parse_count(raw.get("requests", 0), "requests"),
         input_tokens=_int(raw, "input_tokens", 512, 0),

@@ -396,7 +396,7 @@ WORKLOAD = Block(
             )
         ),
         "lora_rank": _whole("adapter rank (lora/qlora)", 1, 65_536),
-        "lora_targets": _pick("all | attention", ("all", "attention")),
+        "lora_targets": _pick("all | attention | qv", ("all", "attention", "qv")),
         "mfu": checked(number("measured end-to-end model FLOPs utilisation, a fraction", 0, 1)),
         "batch": checked(
             either(

@@ -14,6 +14,7 @@ from cloudgpu.planner.memory import (
     total_gib,
 )
 from cloudgpu.planner.models import lookup_model
+from cloudgpu.planner.timing import train_flops_per_token
 from cloudgpu.planner.workload import parse_workload
 
 
@@ -102,8 +103,23 @@ def test_eager_attention_adds_the_quadratic_scores() -> None:
     eager_w = parse_workload({**base, "attention": "eager"})
     eager = activations(eager_w, Layout(1))["activations"]
     assert eager - flash == pytest.approx(32 * 5 * 32 * 4096**2)
-    selective = activations(eager_w, Layout(1, checkpointing="selective"))["activations"]
-    assert selective == pytest.approx(flash)
+    # Megatron's selective recomputation is Korthikanti's: the core attention only.
+    megatron = parse_workload({**base, "attention": "eager", "framework": "megatron"})
+    selective = activations(megatron, Layout(1, checkpointing="selective"))["activations"]
+    flash_megatron = activations(parse_workload({**base, "framework": "megatron"}), Layout(1))
+    assert selective == pytest.approx(flash_megatron["activations"])
+
+
+def test_torchtitan_selective_op_checkpointing_keeps_every_other_matmul() -> None:
+    # torchtitan's SelectiveAC (fsdp): per Llama-3-8B block the input, wq, wv, the
+    # attention output, w1 and w2 are kept: (2*4096 + 2*4096 + 1024 + 14336) x 2 bytes
+    # per token; wk, wo and w3 run again in the backward pass.
+    w = parse_workload({"kind": "train", "model": "llama-3-8b", "tokens": "1B", "seq_len": 8192})
+    kept = activations(w, Layout(1, checkpointing="selective"))
+    assert kept["activations"] == pytest.approx(32 * 8192 * 31744 * 2)
+    assert kept["recompute_peak"] == activations(w, Layout(1))["activations"] / 32
+    extra = train_flops_per_token(w, "selective") - train_flops_per_token(w, "none")
+    assert extra == pytest.approx(2 * 32 * 4096 * (1024 + 4096 + 14336))
 
 
 def test_llama31_8b_kv_cache_per_token() -> None:

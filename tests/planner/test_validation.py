@@ -67,6 +67,9 @@ def test_every_framework_factor_names_its_source() -> None:
         "decode_bandwidth": "decode_source",
         "memory_fraction": "memory_source",
         "runtime_gib": "runtime_source",
+        "selective_checkpointing": "selective_source",
+        "repeat_kv": "repeat_kv_source",
+        "lora_dropout": "lora_dropout_source",
     }
     for name, row in table.items():
         for key, source in sources.items():
