@@ -19,15 +19,35 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from cloudgpu.errors import AuthError, CloudGPUError, NotFoundError, RemoteError
+from cloudgpu.errors import AuthError, CloudGPUError, ConfigError, NotFoundError, RemoteError
 from cloudgpu.remote import Machine, ProgressFn
 from cloudgpu.remote import objwire as wire
 
+CA_FILE_ENV = "CLOUDGPU_CA_FILE"  # PEM certificates the instance trusts besides its own
+MAX_CA_BYTES = 1 << 20
 STATE_DIR = ".cloudgpu/pull"  # under the instance's NVMe: indexes, partials, manifests
 MAX_LINE = 1 << 16
 MAX_STDERR = 1 << 16
 
 Event = dict[str, Any]
+
+
+def trusted_ca(env: Mapping[str, str]) -> str | None:
+    """The PEM text of ``$CLOUDGPU_CA_FILE`` (a private endpoint's CA, e.g. MinIO or a
+    test server), which the instance's scripts then trust besides the system's; None
+    when unset. A file that is not PEM certificates is a clear error."""
+    path = env.get(CA_FILE_ENV)
+    if not path:
+        return None
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CA_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{CA_FILE_ENV}={path}: cannot read: {exc.strerror}") from None
+    text = raw.decode("ascii", errors="replace")
+    if len(raw) > MAX_CA_BYTES or "-----BEGIN CERTIFICATE-----" not in text:
+        raise ConfigError(f"{CA_FILE_ENV}={path}: expected PEM certificates (under 1 MiB)")
+    return text
 
 
 def state_dir(machine: Machine) -> str:

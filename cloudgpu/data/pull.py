@@ -118,9 +118,11 @@ def manifest(
     *,
     workers: int = DEFAULT_WORKERS,
     part_size: int = DEFAULT_PART_SIZE,
+    ca_pem: str | None = None,
 ) -> dict[str, Any]:
     return {
         "version": 1,
+        "ca_pem": ca_pem,
         "dest": dest,
         "state_dir": state_dir,
         "workers": workers,
@@ -160,6 +162,7 @@ def pull(
     progress: ProgressFn | None = None,
     workers: int = DEFAULT_WORKERS,
     part_size: int | None = None,
+    ca_pem: str | None = None,
     clock: Callable[[], float] = time.time,
 ) -> PullStats:
     """Fetch ``listing`` onto ``machine`` at ``dest`` (an instance path); raise a clear
@@ -172,7 +175,14 @@ def pull(
     for attempt in range(2):
         urls = store.sign_get(listing.source, listing.objects, ttl)
         man = manifest(
-            listing, urls, dest, state_dir, signed_at + ttl, workers=workers, part_size=part_size
+            listing,
+            urls,
+            dest,
+            state_dir,
+            signed_at + ttl,
+            workers=workers,
+            part_size=part_size,
+            ca_pem=ca_pem,
         )
         rc, last, err = run_puller(machine, man, progress, state_dir)
         if rc == 0 and last.get("ev") == "done":

@@ -143,6 +143,7 @@ def push(
     workers: int = DEFAULT_WORKERS,
     part_size: int = DEFAULT_PART_SIZE,
     skip: tuple[str, ...] = (),
+    ca_pem: str | None = None,
     clock: Callable[[], float] = time.time,
 ) -> PushStats:
     """Upload the instance's ``root`` tree to ``dest``; raise a clear error (expired URL,
@@ -165,7 +166,7 @@ def push(
         if not send:
             changed = []
             break
-        last = _upload(machine, root, dest, store, send, progress, workers, clock)
+        last = _upload(machine, root, dest, store, send, progress, workers, ca_pem, clock)
         changed = [c for c in last.get("changed", []) if isinstance(c, str)]
         sent = [f for f in send if f.rel not in set(changed)]
         verify(store, dest, sent)
@@ -191,6 +192,7 @@ def _upload(
     send: list[LocalFile],
     progress: ProgressFn | None,
     workers: int,
+    ca_pem: str | None,
     clock: Callable[[], float],
 ) -> dict[str, Any]:
     """Sign and run one upload of ``send``; the pusher's final event."""
@@ -199,7 +201,7 @@ def _upload(
     where = f"uploading {root} to {dest} from the instance"
     for attempt in range(2):
         man = manifest(machine, root, send, store.sign_put(dest, send, ttl), signed_at + ttl)
-        man["workers"] = workers
+        man["workers"], man["ca_pem"] = workers, ca_pem
         rc, last, err = run_pusher(machine, man, progress)
         if rc == 0 and last.get("ev") == "done":
             return last

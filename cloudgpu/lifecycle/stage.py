@@ -13,8 +13,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from cloudgpu.data import instance, pull, push, uri
 from cloudgpu.data import probe as probing
-from cloudgpu.data import pull, push, uri
 from cloudgpu.data.select import Selector, selector_for
 from cloudgpu.data.stores import open_destination, open_store
 from cloudgpu.errors import CloudGPUError, ConfigError, NotFoundError, RemoteError
@@ -104,6 +104,7 @@ def pull_remote(
         dest,
         progress=bar(sink, f"pulling {source} -> {item.dst}"),
         workers=item.workers or pull.DEFAULT_WORKERS,
+        ca_pem=instance.trusted_ca(env),
     )
     resumed = f", {human_bytes(stats.resumed_bytes)} resumed" if stats.resumed_bytes else ""
     sink.info(
@@ -190,7 +191,9 @@ def restore_checkpoint(
             sink.info(f"no checkpoint in {src} yet: starting without one")
             return
         where = on_instance(machine, job.checkpoint)
-        got = pull.pull(machine, listing, store, where, progress=bar(sink, f"restoring {src}"))
+        restoring = bar(sink, f"restoring {src}")
+        ca = instance.trusted_ca(env)
+        got = pull.pull(machine, listing, store, where, progress=restoring, ca_pem=ca)
         sink.info(f"checkpoint restored to {job.checkpoint} from {src}: {got.objects} object(s)")
         return
     if not local.is_dir():
@@ -243,6 +246,7 @@ def push_output(
         store,
         progress=bar(sink, f"uploading {out.src} -> {dest}"),
         hashing=bar(sink, f"checksumming {out.src}"),
+        ca_pem=instance.trusted_ca(env),
     )
     for note in stats.notes:
         sink.info(f"output {out.src}: {note}")

@@ -33,9 +33,6 @@ RETRIES = 5
 TIMEOUT_S = 60.0
 USER_AGENT = "cloudgpu-objects/1"
 MAX_ERROR_BODY = 65536
-# CA bundle the scripts trust instead of the system's (tests: a loopback HTTPS server's
-# own certificate). Verification itself is never turned off.
-CA_FILE_ENV = "CLOUDGPU_CA_FILE"
 _ERR_CODE = re.compile(rb"<Code>([^<]{1,100})</Code>")
 _ERR_MSG = re.compile(rb"<Message>([^<]{1,300})</Message>")
 # The stores' words for "the bytes did not match the Content-MD5 you sent" (S3 BadDigest,
@@ -77,11 +74,15 @@ class Response:
 
 
 class Http:
-    """One kept-alive connection per (thread, host): small objects cost one round trip."""
+    """One kept-alive connection per (thread, host): small objects cost one round trip.
+    ``ca_pem``: certificates to trust besides the system's (a private endpoint's CA,
+    from the manifest); TLS verification itself is never turned off."""
 
-    def __init__(self) -> None:
+    def __init__(self, ca_pem: str | None = None) -> None:
         self._local = threading.local()
-        self._tls = ssl.create_default_context(cafile=os.environ.get(CA_FILE_ENV) or None)
+        self._tls = ssl.create_default_context()
+        if ca_pem:
+            self._tls.load_verify_locations(cadata=ca_pem)
 
     def _conn(self, scheme: str, netloc: str, fresh: bool) -> http.client.HTTPConnection:
         conns: dict[tuple[str, str], http.client.HTTPConnection] = self._local.__dict__.setdefault(
@@ -171,6 +172,8 @@ class Http:
 
 
 def _transient(exc: BaseException) -> Exception:
+    if isinstance(exc, ssl.SSLCertVerificationError):  # retrying will not make it trusted
+        return Fail(f"TLS certificate not trusted: {exc.verify_message}", EXIT_NET)
     if (
         isinstance(exc, OSError)
         and not isinstance(exc, ConnectionError | TimeoutError)

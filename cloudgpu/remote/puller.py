@@ -235,7 +235,7 @@ class Pull:
         self.m = m
         self.out = out
         self.tree = Tree(m["dest"])
-        self.http = Http()
+        self.http = Http(m.get("ca_pem") or None)
         self.part_size = int(m.get("part_size") or 32 << 20)
         self.pool = Pool(float(m.get("expires_at") or 0))
         self.n = Counters()

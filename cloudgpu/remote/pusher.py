@@ -250,7 +250,7 @@ class Changed(Fail):
 class Push:
     def __init__(self, m: dict[str, Any], out: Callable[[dict[str, Any]], None]) -> None:
         self.m, self.out = m, out
-        self.http = Http()
+        self.http = Http(m.get("ca_pem") or None)
         self.pool = Pool(float(m.get("expires_at") or 0))
         self.n = Counters()
         self.root_fd = os.open(m["root"], os.O_RDONLY | os.O_DIRECTORY)

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from cloudgpu.data.instance import CA_FILE_ENV
 from cloudgpu.data.objects import RemoteObject
 from cloudgpu.data.uri import Source
-from cloudgpu.errors import AuthError, NotFoundError, TransientError
+from cloudgpu.errors import AuthError, ConfigError, NotFoundError, TransientError
 
 HEAD_TIMEOUT_S = 30
 
@@ -32,8 +34,11 @@ class HttpsStore:
 
     def list_objects(self, src: Source) -> list[RemoteObject]:
         req = urllib.request.Request(src.url, method="HEAD")
+        tls = ssl.create_default_context()
+        if self.env.get(CA_FILE_ENV):  # a private CA, trusted here and on the instance
+            tls.load_verify_locations(cafile=self.env[CA_FILE_ENV])
         try:
-            with urllib.request.urlopen(req, timeout=HEAD_TIMEOUT_S) as resp:
+            with urllib.request.urlopen(req, timeout=HEAD_TIMEOUT_S, context=tls) as resp:
                 headers = resp.headers
         except urllib.error.HTTPError as exc:
             if exc.code in (401, 403):
@@ -44,6 +49,12 @@ class HttpsStore:
                 raise NotFoundError(f"{src}: not found", provider="https") from None
             raise TransientError(f"{src}: HTTP {exc.code}", provider="https") from None
         except (urllib.error.URLError, OSError) as exc:
+            if isinstance(getattr(exc, "reason", exc), ssl.SSLCertVerificationError):
+                raise ConfigError(
+                    f"{src}: TLS certificate not trusted ({getattr(exc, 'reason', exc)})",
+                    hint=f"a private CA? set {CA_FILE_ENV} to its certificate (PEM); "
+                    "verification is never turned off",
+                ) from None
             raise TransientError(f"{src}: {exc}", provider="https") from None
         size = headers.get("Content-Length")
         if size is None or not size.isdigit():
