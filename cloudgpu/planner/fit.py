@@ -113,8 +113,28 @@ def _accum(w: Workload, dp: int, mb: int) -> int:
     return w.grad_accum or max(1, math.ceil(global_batch(w) / (dp * mb)))
 
 
+def _virtual_pipelines(w: Workload, pp: int) -> tuple[int, ...]:
+    """Chunks per stage: the stated count, else 1, and where the framework interleaves
+    (Megatron) every count that splits a stage's layers evenly, up to one per chunk."""
+    if pp <= 1:
+        return (1,)
+    if w.virtual_pipeline:
+        return (w.virtual_pipeline,)
+    if not resolve(w.framework, w.kind).interleaved_pipeline:
+        return (1,)
+    per_stage = w.arch.layers // pp
+    return tuple(v for v in range(1, per_stage + 1) if per_stage % v == 0)
+
+
 def _layout(
-    w: Workload, shape: Shape, tp: int, pp: int, sharding: str, ckpt: str, mb: int = 1
+    w: Workload,
+    shape: Shape,
+    tp: int,
+    pp: int,
+    sharding: str,
+    ckpt: str,
+    mb: int = 1,
+    vp: int = 1,
 ) -> Layout:
     """One training layout of ``w`` on ``shape`` (built directly: the search makes many)."""
     dp = max(1, shape.n_gpus // (tp * pp * w.context_parallel))
@@ -130,6 +150,7 @@ def _layout(
         mb,
         _accum(w, dp, mb),
         w.context_parallel,
+        vp,
     )
 
 
@@ -202,11 +223,12 @@ def hours_of(w: Workload, lay: Layout, spec: GpuSpec, shape: Shape) -> tuple[flo
     return infer_time(w, lay, spec).hours, 1.0
 
 
-def _train_groups(w: Workload, shape: Shape) -> Iterator[tuple[str, int, int]]:
+def _train_groups(w: Workload, shape: Shape) -> Iterator[tuple[str, int, int, int]]:
     for ckpt in _checkpointings(w):
         for pp in _pipelines(w, shape):
             for tp in _tensors(w, shape):
-                yield ckpt, tp, pp
+                for vp in _virtual_pipelines(w, pp):
+                    yield ckpt, tp, pp, vp
 
 
 def _feasible(s: _Search) -> bool:
@@ -228,7 +250,7 @@ def _search_training(s: _Search) -> None:
     w, shape = s.w, s.shape
     if not _feasible(s):
         return
-    for ckpt, tp, pp in _train_groups(w, shape):
+    for ckpt, tp, pp, vp in _train_groups(w, shape):
         if s.done:
             return
         dp = max(1, shape.n_gpus // (tp * pp * w.context_parallel))
@@ -238,7 +260,7 @@ def _search_training(s: _Search) -> None:
         if dp == 1 and w.sharding == "auto":
             shardings = ("ddp",)  # nothing to shard over
         for sharding in shardings:  # the least sharded that fits dominates the rest
-            fitting = _fitting(s, w, shape, dp, (tp, pp, sharding, ckpt))
+            fitting = _fitting(s, w, shape, dp, (tp, pp, vp, sharding, ckpt))
             if fitting:
                 timed = fitting if (sharding == "zero3" or pp > 1) else fitting[-1:]
                 for lay in timed:
@@ -247,13 +269,13 @@ def _search_training(s: _Search) -> None:
 
 
 def _fitting(
-    s: _Search, w: Workload, shape: Shape, dp: int, group: tuple[int, int, str, str]
+    s: _Search, w: Workload, shape: Shape, dp: int, group: tuple[int, int, int, str, str]
 ) -> list[Layout]:
     """The layouts of one group that fit, ascending micro-batch: memory only grows."""
-    tp, pp, sharding, ckpt = group
+    tp, pp, vp, sharding, ckpt = group
     out = []
     for mb in _micro_batches(w, dp):
-        lay = _layout(w, shape, tp, pp, sharding, ckpt, mb)
+        lay = _layout(w, shape, tp, pp, sharding, ckpt, mb, vp)
         if not s.fits(lay):
             break
         out.append(lay)

@@ -56,6 +56,7 @@ class Framework:
     selective: str = "attention"
     repeat_kv: bool = True  # GQA keys/values expanded to every head before attention
     lora_dropout: float = 0.0  # the adapters' input dropout (keeps a mask and a copy)
+    interleaved_pipeline: bool = False  # may split each pipeline stage into chunks
     derived_from: tuple[str, ...] = ()
 
     def train_efficiency(self, generation: str) -> float:
@@ -92,6 +93,7 @@ def _framework(name: str, row: dict[str, Any]) -> Framework:
         selective=str(row.get("selective_checkpointing", "attention")),
         repeat_kv=bool(row.get("repeat_kv", True)),
         lora_dropout=float(row.get("lora_dropout", 0.0)),
+        interleaved_pipeline=bool(row.get("interleaved_pipeline", False)),
         derived_from=tuple(row.get("derived_from", ())),
     )
 

@@ -12,7 +12,8 @@ its workload block; framework-specific figures live in data/frameworks.json):
   instead of 8 (bitsandbytes; ml-engineering "Anatomy of Model's Memory Usage").
 - Pipeline parallelism gives each stage layers/pp of the blocks plus the embedding or
   the output head; with 1F1B the first stage holds min(pp, micro-steps) micro-batches of
-  activations (Narayanan et al., arXiv:2104.04473 s2.2).
+  activations (Narayanan et al., arXiv:2104.04473 s2.2), and 1 + (pp-1)/(pp*v) times
+  that with v interleaved chunks per stage (Korthikanti et al., arXiv:2205.05198 s4.2.3).
 - QLoRA: the frozen base in NF4 with double quantization costs 4.127 bits per parameter
   (arXiv:2305.14314), but bitsandbytes quantizes only nn.Linear layers inside the blocks:
   the embeddings and the output head stay 16-bit (transformers' BitsAndBytesConfig keeps
@@ -86,6 +87,7 @@ class Layout:
     micro_batch: int = 1
     grad_accum: int = 1
     context_parallel: int = 1  # each sequence split over this many GPUs (ring attention)
+    virtual_pipeline: int = 1  # interleaved 1F1B: model chunks per pipeline stage
 
     @property
     def n_gpus(self) -> int:
@@ -107,7 +109,8 @@ class Layout:
         if self.tensor_parallel > 1:
             parts.append(f"TP={self.tensor_parallel}")
         if self.pipeline_parallel > 1:
-            parts.append(f"PP={self.pipeline_parallel}")
+            vp = self.virtual_pipeline
+            parts.append(f"PP={self.pipeline_parallel}" + (f" x{vp} interleaved" if vp > 1 else ""))
         if self.context_parallel > 1:
             parts.append(f"CP={self.context_parallel}")
         if self.sharding != "none":
@@ -224,7 +227,9 @@ def activations(w: Workload, lay: Layout) -> dict[str, float]:
     per_layer = layer_activation_bytes(arch, w, lay, attention)
     a = 4.0 if w.precision == "fp32" else 2.0
     logits = lay.micro_batch * w.seq_len * arch.vocab * fw.logits_bytes / tp / lay.context_parallel
-    in_flight = min(pp, max(1, lay.grad_accum)) if pp > 1 else 1
+    in_flight = float(min(pp, max(1, lay.grad_accum)) if pp > 1 else 1)
+    if pp > 1 and lay.virtual_pipeline > 1:  # interleaving warms up more micro-batches
+        in_flight *= 1 + (pp - 1) / (pp * lay.virtual_pipeline)
     layers = arch.layers / pp * in_flight
     tokens = w.seq_len * lay.micro_batch / tp / lay.context_parallel
     if lay.checkpointing == "full":

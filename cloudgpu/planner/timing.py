@@ -29,12 +29,15 @@ sources; shared rules in cloudgpu/planner/frameworks.py):
   every micro-batch (1.5x DDP's volume), overlapped with OVERLAP of its compute;
   DDP/ZeRO-1/2 all-reduce once per optimizer step, overlapped with OVERLAP of the last
   backward pass. Interleaving ``virtual_pipeline`` chunks per stage divides the bubble by
-  that count (Narayanan et al. 2021 s2.2.2). Context parallelism splits each sequence
-  over ``context_parallel`` GPUs: compute and activations divide by it, its ring
-  exchange of K/V overlaps the attention it feeds (Megatron-Core context_parallel docs)
-  and is not charged. Scaling efficiency = compute / step. A
-  stated ``mfu`` is end-to-end (as papers publish it): time = model FLOPs / (GPUs x
-  peak x mfu), no communication charged on top.
+  that count and multiplies the stage-to-stage traffic by it (Narayanan et al. 2021
+  s2.2.2). Context parallelism splits each sequence
+  over ``context_parallel`` GPUs: compute and activations divide by it; per layer its
+  ring passes every rank's K/V chunk round the other cp-1 ranks in the forward pass,
+  and K/V plus their gradients in the backward (3x), overlapped with the attention
+  those chunks feed (Megatron-Core context_parallel docs; Liu et al., Ring Attention,
+  arXiv:2310.01889): only the part longer than that attention is charged. Scaling
+  efficiency = compute / step. A stated ``mfu`` is end-to-end (as papers publish it):
+  time = model FLOPs / (GPUs x peak x mfu), no communication charged on top.
 - Inference: prefill is compute-bound (2*N + causal attention FLOPs per prompt token at the
   framework's prefill efficiency); a decode step reads the weights and the batch's KV
   cache at the framework's share of HBM bandwidth, or is compute-bound when the batch is
@@ -193,6 +196,23 @@ def dp_bandwidth(spec: GpuPerf, lay: Layout, network_gbps: float) -> float:
     return min(link, (network_gbps or DEFAULT_NETWORK_GBPS) / 8.0)
 
 
+def context_parallel_s(
+    w: Workload, lay: Layout, spec: GpuPerf, network_gbps: float, attention_s: float
+) -> float:
+    """Seconds of one micro-batch's K/V ring exchange not hidden behind its attention
+    (``attention_s``, forward and backward, on this stage)."""
+    cp, tp = lay.context_parallel, lay.tensor_parallel
+    if cp <= 1:
+        return 0.0
+    act_b = 4.0 if w.precision == "fp32" else 2.0
+    chunk = lay.micro_batch * w.seq_len / cp * 2 * w.arch.kv_dim * act_b / tp  # K and V
+    inside = tp * cp <= lay.gpus_per_node
+    link = spec.link_gbps or 16.0
+    bw = link if inside else min(link, (network_gbps or DEFAULT_NETWORK_GBPS) / 8.0)
+    ring = 3 * (cp - 1) * chunk / (max(bw, 1e-3) * LINK_EFFICIENCY * 1e9) + latency_s(cp)
+    return max(0.0, w.arch.layers / lay.pipeline_parallel * ring - attention_s)
+
+
 def _per_step_comm(
     w: Workload, lay: Layout, spec: GpuPerf, network_gbps: float, micro_s: float
 ) -> tuple[float, float]:
@@ -201,9 +221,13 @@ def _per_step_comm(
     act_b = 4.0 if w.precision == "fp32" else 2.0
     act = lay.micro_batch * w.seq_len * arch.hidden * act_b / lay.context_parallel
     per_micro = 4 * arch.layers / pp * allreduce_s(act, tp, spec.link_gbps or 16.0)
+    attention = attention_flops_per_token(w) * (1 + (lay.checkpointing == "full") / 3)
+    attention_s = micro_s * attention / ATTENTION_EFFICIENCY / _work_per_token(w, lay.checkpointing)
+    per_micro += context_parallel_s(w, lay, spec, network_gbps, attention_s)
     if pp > 1:  # activations forward and gradients back across each stage boundary
         hop = (network_gbps or DEFAULT_NETWORK_GBPS) / 8.0 if lay.num_nodes > 1 else spec.link_gbps
-        per_micro += 2 * act / tp / (max(hop or 16.0, 1e-3) * LINK_EFFICIENCY * 1e9)
+        hops = 2 * lay.virtual_pipeline  # each interleaved chunk sends and receives
+        per_micro += hops * act / tp / (max(hop or 16.0, 1e-3) * LINK_EFFICIENCY * 1e9)
     dp = lay.dp * lay.context_parallel  # gradients are reduced over the CP ranks too
     if dp <= 1:
         return per_micro, 0.0
@@ -232,7 +256,7 @@ def train_time(w: Workload, lay: Layout, spec: GpuPerf, network_gbps: float = 0.
     if w.mfu is not None:
         slot = once = 0.0  # a measured MFU already includes communication and bubbles
         pp = 1
-    bubble = (pp - 1) / max(1, w.virtual_pipeline)
+    bubble = (pp - 1) / max(1, lay.virtual_pipeline)
     step = (ga + bubble) * (micro_s + slot) + once
     scaling = ga * micro_s / step
     tokens_step = ga * tokens_micro * lay.dp

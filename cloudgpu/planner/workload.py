@@ -30,7 +30,7 @@ expected form. This module only parses; it must not estimate anything.
       sharding: auto        # auto | ddp | zero1 | zero2 | zero3 | fsdp (=zero3)
       tensor_parallel: auto # tensor-parallel degree inside a node (1, 2, 4, 8)
       pipeline_parallel: auto   # pipeline stages across nodes (divides num_nodes)
-      virtual_pipeline: 1   # interleaved 1F1B: model chunks per stage (divides the bubble)
+      virtual_pipeline: auto # interleaved 1F1B: model chunks per stage (divides the bubble)
       context_parallel: 1   # GPUs each sequence is split over (long context)
       network_gbps: auto    # node-to-node Gbit/s to assume (auto: the offer's)
       lora_rank: 16         # lora/qlora adapter rank (qlora default 64, as the QLoRA paper)
@@ -99,7 +99,7 @@ class Workload:
     sharding: str = "auto"
     tensor_parallel: int = 0
     pipeline_parallel: int = 0
-    virtual_pipeline: int = 1
+    virtual_pipeline: int = 0  # 0: searched where the framework interleaves, else 1
     context_parallel: int = 1
     network_gbps: float = 0.0
     lora_rank: int = 16
@@ -263,7 +263,7 @@ def parse_workload(raw: Mapping[str, Any]) -> Workload:
         sharding=_choice(raw, "sharding", "auto", SHARDINGS).replace("fsdp", "zero3"),
         tensor_parallel=_auto_int(raw, "tensor_parallel"),
         pipeline_parallel=_auto_int(raw, "pipeline_parallel"),
-        virtual_pipeline=_int(raw, "virtual_pipeline", 1),
+        virtual_pipeline=_auto_int(raw, "virtual_pipeline"),
         context_parallel=_int(raw, "context_parallel", 1),
         network_gbps=0.0
         if raw.get("network_gbps", "auto") == "auto"

@@ -386,7 +386,7 @@ WORKLOAD = Block(
         "sharding": _pick("auto | ddp | zero1 | zero2 | zero3 | fsdp", SHARDINGS),
         "tensor_parallel": _whole_or_auto("tensor-parallel degree inside a node", 1024),
         "pipeline_parallel": _whole_or_auto("pipeline stages (across nodes when searched)", 1024),
-        "virtual_pipeline": _whole("interleaved pipeline chunks per stage", 1, 1024),
+        "virtual_pipeline": _whole_or_auto("interleaved pipeline chunks per stage", 1024),
         "context_parallel": _whole("GPUs each sequence is split over", 1, 1024),
         "network_gbps": checked(
             either(
