@@ -40,7 +40,7 @@ class Paths:
 
     def ensure(self) -> Paths:
         for d in (self.config_dir, self.data_dir, self.cache_dir):
-            d.mkdir(parents=True, exist_ok=True)
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)  # the owner's only
         return self
 
 

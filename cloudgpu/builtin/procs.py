@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from cloudgpu.remote.subreaper import descendants
+
 INSTANCE_ENV = "CLOUDGPU_INSTANCE"
 WATCHDOG_ENV = "CLOUDGPU_DEADLINE_OF"  # carried by the bootstrap's deadline watchdog
 PROC = Path("/proc")
@@ -44,17 +46,28 @@ def stop_tagged(
     grace_s: float = 3.0,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    """TERM the instance's processes, KILL what is left after ``grace_s``; return count."""
-    pids = tagged_pids(instance_id, watchdog=True)
+    """TERM the instance's processes, KILL what is left after ``grace_s``; return count.
+
+    The instance's processes are the tagged ones and everything below them: a job child
+    that cleared its environment and detached (``env -i setsid ...``) is still below the
+    subreaper its command ran under (cloudgpu/remote/subreaper.py)."""
+    pids = _with_descendants(tagged_pids(instance_id, watchdog=True))
     for pid in pids:
         _signal(pid, signal.SIGTERM)
     waited = 0.0
     while waited < grace_s and any(_alive(p) for p in pids):
         sleep(0.1)
         waited += 0.1
-    for pid in tagged_pids(instance_id, watchdog=True):
+    for pid in _with_descendants(tagged_pids(instance_id, watchdog=True)) | pids:
         _signal(pid, signal.SIGKILL)
     return len(pids)
+
+
+def _with_descendants(pids: list[int]) -> set[int]:
+    out = set(pids)
+    for pid in pids:
+        out.update(descendants(pid))
+    return out
 
 
 def _signal(pid: int, sig: int) -> None:

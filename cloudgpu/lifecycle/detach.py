@@ -11,11 +11,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from cloudgpu.atomicfile import append_private
+
 
 def spawn(argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> int:
     """Start ``python -m cloudgpu ARGV`` (or another module) detached; return its pid."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as log:
+    with append_private(log_path) as log:
         proc = subprocess.Popen(
             [sys.executable, *argv],
             env=dict(env),

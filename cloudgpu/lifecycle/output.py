@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
+from cloudgpu.atomicfile import append_private
 from cloudgpu.errors import redact
 
 PREFIX = "[cloudgpu] "
@@ -52,7 +53,7 @@ class JobLog:
     ) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._file = path.open("ab", buffering=0)
+        self._file = append_private(path)
         self._terminal = terminal
         self._verbose = verbose
         self._out = out or sys.stdout.buffer

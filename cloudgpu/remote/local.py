@@ -1,8 +1,15 @@
 """LocalMachine: the Machine for providers whose instances are this very computer.
 
-The instance is a workspace directory; ``/nvme/...`` and relative paths map into it, so a
-job file written for real machines runs unchanged (its commands also get CLOUDGPU_NVME).
-Commands run in their own session, so ``stop`` kills the job's whole process group.
+The instance is a workspace directory; ``/nvme/...``, ``~/...`` and relative paths map
+into it, so a job file written for real machines runs unchanged (its commands also get
+CLOUDGPU_NVME), and no path outside the workspace is ever read or written for the job.
+
+A job's environment is what it declares plus cloudgpu's variables, over the login basics
+of this machine (:data:`LOGIN_ENV`: PATH, HOME, locale, ...), as an SSH login gives on a
+cloud VM: never the client's credentials (AWS_*, GITHUB_TOKEN, ...). Each command runs
+under cloudgpu/remote/subreaper.py, in its own session: every process it starts stays
+below that subreaper, even one that detaches with ``setsid``, so stopping the command or
+tearing the instance down ends all of them.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import selectors
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -32,6 +40,20 @@ from cloudgpu.remote.machine import (
 )
 
 KILL_GRACE_S = 5.0
+SUBREAPER = Path(__file__).resolve().with_name("subreaper.py")
+# What a job sees of this machine's environment on `local`: what a login shell has, and
+# where to find CA bundles, compilers' runtimes and GPUs. Not secrets: nothing else.
+LOGIN_ENV = (
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+    "PYENV_ROOT", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH", "CUDA_HOME",
+    "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "SSL_CERT_FILE", "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+)  # fmt: skip
+
+
+def login_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The part of ``environ`` a job may see (LOGIN_ENV and the LC_* locale)."""
+    return {k: v for k, v in environ.items() if k in LOGIN_ENV or k.startswith("LC_")}
 
 
 class LocalMachine:
@@ -42,16 +64,25 @@ class LocalMachine:
         self.nvme_dir = workdir / "nvme"
         self.nvme_dir.mkdir(parents=True, exist_ok=True)
         self.nvme_path = str(self.nvme_dir)
-        self.base_env = dict(os.environ if base_env is None else base_env)
+        self.base_env = login_env(os.environ) if base_env is None else dict(base_env)
 
     def path(self, remote: str) -> Path:
-        """Where an instance path lives here: /nvme and ~ map into the workspace."""
+        """Where an instance path lives here: /nvme and ~ map into the workspace, relative
+        paths are under it; any other path must already be inside it (RemoteError)."""
         if remote == "/nvme" or remote.startswith("/nvme/"):
-            return self.nvme_dir / remote[len("/nvme") :].lstrip("/")
-        if remote == "~" or remote.startswith("~/"):
-            return self.workdir / remote[1:].lstrip("/")
-        p = Path(remote)
-        return p if p.is_absolute() else self.workdir / p
+            p = self.nvme_dir / remote[len("/nvme") :].lstrip("/")
+        elif remote == "~" or remote.startswith("~/"):
+            p = self.workdir / remote[1:].lstrip("/")
+        else:
+            p = Path(remote) if Path(remote).is_absolute() else self.workdir / remote
+        p = Path(os.path.normpath(p))
+        root = Path(os.path.normpath(self.workdir))
+        if p != root and root not in p.parents:
+            raise RemoteError(
+                f"{remote}: outside this local instance; on local a job's files live only "
+                f"under /nvme and ~ (its workspace {root})"
+            )
+        return p
 
     def run(
         self,
@@ -67,24 +98,33 @@ class LocalMachine:
         full_env = {**self.base_env, NVME_ENV: self.nvme_path, **(env or {})}
         where = self.path(cwd) if cwd else self.workdir
         shell = shutil.which("bash") or "/bin/sh"
+        status_r, status_w = os.pipe()
+        reaper = [sys.executable, "-I", "-S", str(SUBREAPER), str(status_w), "--"]
         try:
             proc = subprocess.Popen(
-                [shell, "-c", command],
+                [*reaper, shell, "-c", command],
                 cwd=where,
                 env=full_env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
+                pass_fds=(status_w,),
                 start_new_session=True,  # its own process group, killed as a whole
             )
         except OSError as exc:
+            os.close(status_r)
             raise RemoteError(f"cannot run in {where}: {exc.strerror}") from exc
-        deadline = None if timeout is None else time.monotonic() + timeout
-        ended = _pump(proc, on_stdout, on_stderr, stop, deadline)
-        if ended is not None:
-            _kill_group(proc)
-            return ended
-        return proc.wait() if proc.returncode is None else proc.returncode
+        finally:
+            os.close(status_w)
+        try:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            ended = _pump(proc, on_stdout, on_stderr, stop, deadline)
+            if ended is not None:
+                _kill_group(proc)
+                return ended
+            return _exit_status(status_r, proc)
+        finally:
+            os.close(status_r)
 
     def put_dir(
         self,
@@ -154,6 +194,20 @@ def _pump(
     finally:
         sel.close()
     return None
+
+
+def _exit_status(status_r: int, proc: subprocess.Popen[bytes]) -> int:
+    """The command's exit status as its subreaper reported it; the subreaper itself may
+    live on while processes the command left behind run (until teardown)."""
+    got = b""
+    while not got.endswith(b"\n"):
+        chunk = os.read(status_r, 16)
+        if not chunk:
+            break
+        got += chunk
+    if got.strip().isdigit():
+        return int(got)
+    return proc.wait()  # it died before reporting: its own status says how
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -5,8 +5,9 @@
 that detaches with ``setsid ... &``, double-forks or clears its environment, because
 orphans are re-parented here instead of to init. When the command exits its status is
 written to STATUS_FD (so the caller need not wait), then this process keeps reaping
-until the last descendant is gone. On SIGTERM/SIGINT/SIGHUP it stops its whole tree
-(TERM, then KILL after a grace) and exits. Standard library only, no cloudgpu import:
+until the last descendant is gone (a deadline watchdog, see WATCHDOG_MARK, excepted).
+On SIGTERM/SIGINT/SIGHUP it stops its whole tree (TERM, then KILL after a grace) and
+exits. Standard library only, no cloudgpu import:
 it starts in milliseconds and the job cannot shadow a module it needs.
 """
 
@@ -22,6 +23,10 @@ from collections.abc import Iterable
 
 PR_SET_CHILD_SUBREAPER = 36
 GRACE_S = 2.0  # shorter than the provider's own grace, which KILLs what is left
+# The instance's deadline watchdog (templates/bootstrap.sh) carries this mark: it is
+# meant to outlive the command that armed it and to stop the job itself, so stopping
+# that command spares it; teardown ends it by the same mark (cloudgpu/builtin/procs.py).
+WATCHDOG_MARK = b"CLOUDGPU_DEADLINE_OF="
 
 
 def make_subreaper() -> bool:
@@ -56,6 +61,18 @@ def descendants(root: int) -> list[int]:
     return out
 
 
+def _watchdog(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return any(v.startswith(WATCHDOG_MARK) for v in fh.read().split(b"\0"))
+    except OSError:
+        return False
+
+
+def _tree(root: int) -> list[int]:
+    return [p for p in descendants(root) if not _watchdog(p)]
+
+
 def _signal_all(pids: Iterable[int], sig: int) -> None:
     for pid in pids:
         try:
@@ -67,12 +84,12 @@ def _signal_all(pids: Iterable[int], sig: int) -> None:
 def stop_tree(grace_s: float = GRACE_S) -> None:
     """TERM every descendant, reap them, KILL whatever is left after ``grace_s``."""
     me = os.getpid()
-    _signal_all(descendants(me), signal.SIGTERM)
+    _signal_all(_tree(me), signal.SIGTERM)
     end = time.monotonic() + grace_s
     while time.monotonic() < end and _reap_some():
         time.sleep(0.05)
     for _ in range(20):  # a tree still forking is KILLed until none is left
-        left = descendants(me)
+        left = _tree(me)
         if not left:
             return
         _signal_all(left, signal.SIGKILL)
@@ -117,8 +134,10 @@ def main(argv: list[str]) -> int:
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):  # let the caller see EOF unless a descendant holds the pipes
         os.dup2(devnull, fd)
-    while _reap_some():
-        time.sleep(0.2)
+    # Hold on to what the command left running (until it ends, or teardown stops it);
+    # a deadline watchdog alone is not held: it ends by itself.
+    while _reap_some() and _tree(os.getpid()):
+        time.sleep(0.5)
     return rc
 
 

@@ -48,7 +48,8 @@ def test_deadline_stops_tagged_processes_with_no_client(tmp_path: Path) -> None:
         env={"CLOUDGPU_INSTANCE": iid, "PATH": "/usr/bin:/bin"},
         start_new_session=True,
     )
-    assert tagged_pids(iid) == [job.pid]
+    # The bootstrap's own subreaper lets go once only the watchdog is left below it.
+    wait_for(lambda: tagged_pids(iid) == [job.pid], timeout=10, what="only the job tagged")
     wait_for(lambda: job.poll() is not None, timeout=30, what="deadline to stop the job")
     assert (Path(m.nvme_path) / ".cloudgpu" / "deadline.fired").exists()
     assert tagged_pids(iid) == []
@@ -58,8 +59,11 @@ def test_terminating_a_local_instance_ends_its_watchdog(paths: Paths) -> None:
     p = LocalProvider(ProviderContext(config={}, paths=paths, env={}))
     inst = p.create(CreateRequest(offer=p.offers()[0], name="wd", tags={TAG_JOB: "wd"}))
     bootstrap(LocalMachine(Path(inst.workdir)), inst, p.capabilities, time.time() + 3600)
-    wait_for(lambda: bool(tagged_pids(inst.id, watchdog=True)), what="watchdog started")
-    assert tagged_pids(inst.id) == []  # the watchdog is not one of the job's processes
+    # The watchdog is not one of the job's processes (the bootstrap's subreaper lets go).
+    wait_for(
+        lambda: bool(tagged_pids(inst.id, watchdog=True)) and not tagged_pids(inst.id),
+        what="watchdog started",
+    )
     p.terminate(inst.id)
     assert tagged_pids(inst.id, watchdog=True) == []
 
@@ -84,7 +88,10 @@ def test_loopback_instance_of_a_disposable_provider_is_not_powered_off(tmp_path:
     m = LocalMachine(tmp_path / "ws")
     inst = Instance("loop-1", "fake", InstanceState.RUNNING, ssh=SSHTarget(host="127.0.0.1"))
     bootstrap(m, inst, Capabilities(disposable=True), time.time() + 3600)
-    wait_for(lambda: bool(tagged_pids("loop-1", watchdog=True)), what="watchdog")
+    wait_for(  # the watchdog is up and the bootstrap's subreaper has let go of it
+        lambda: bool(tagged_pids("loop-1", watchdog=True)) and not tagged_pids("loop-1"),
+        what="watchdog",
+    )
     for pid in tagged_pids("loop-1", watchdog=True):  # the watchdog and its sleep
         env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         assert b"CLOUDGPU_DISPOSABLE=0" in env

@@ -49,8 +49,8 @@ def test_exit_status(machine: SSHMachine, code: int) -> None:
 
 
 def test_stdout_stderr_env_cwd(any_machine: Machine, tmp_path: Path) -> None:
-    where = tmp_path / "cwd here"
-    where.mkdir()
+    where = Path(any_machine.nvme_path) / "cwd here"  # local: only inside its workspace
+    where.mkdir(parents=True, exist_ok=True)
     rc, out, err = collect(
         any_machine,
         'echo "$GREETING"; echo oops >&2; pwd; echo "nvme=$' + NVME_ENV + '"',

@@ -127,7 +127,9 @@ def test_local_machine_maps_nvme_and_syncs(tmp_path: Path) -> None:
     assert m.path("/nvme/data") == tmp_path / "ws" / "nvme" / "data"
     assert m.path("out") == tmp_path / "ws" / "out"
     assert m.path("~/x") == tmp_path / "ws" / "x"
-    assert m.path("/etc/hosts") == Path("/etc/hosts")
+    for outside in ("/etc/hosts", "/nvme/../../etc", "../x", "/"):  # never outside it
+        with pytest.raises(RemoteError, match="outside this local instance"):
+            m.path(outside)
     src = tmp_path / "src"
     make_tree(src)
     assert m.put_dir(src, "/nvme/data").files_sent == 6
