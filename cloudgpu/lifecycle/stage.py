@@ -23,6 +23,9 @@ from cloudgpu.remote import Machine, MissingSource, ProgressFn, TransferStats
 from cloudgpu.remote.machine import ExcludeFn
 from cloudgpu.spec.model import DataItem, JobSpec, OutputItem
 
+# pack: true: a local tree goes as this many shards, each unpacked by its own agent there.
+PACK_STREAMS = 4
+
 
 def on_instance(machine: Machine, path: str) -> str:
     """A job path on the instance: ``/nvme/...`` means wherever its NVMe is mounted."""
@@ -57,7 +60,10 @@ def stage_data(
         if src.is_dir():
             where = on_instance(machine, item.dst)
             exclude = local_excludes(job, item, src)
-            stats = machine.put_dir(src, where, progress=bar(sink, label), exclude=exclude)
+            streams = PACK_STREAMS if item.pack else 1
+            stats = machine.put_dir(
+                src, where, progress=bar(sink, label), exclude=exclude, streams=streams
+            )
         else:
             stats = machine.put_file(src, on_instance(machine, item.dst), progress=bar(sink, label))
         sink.info(

@@ -358,7 +358,10 @@ class Dest:
         elif kind == b"f":
             raise SyncError(f"{os.fsdecode(path)}: a file is in the way here", EXIT_IO)
         if kind != b"d":
-            os.mkdir(name, 0o700, dir_fd=fd)
+            try:
+                os.mkdir(name, 0o700, dir_fd=fd)
+            except FileExistsError:
+                pass  # a parallel stream made it first; _open_dir refuses a link
         sub = _open_dir(fd, name)
         try:
             os.fchmod(sub, (mode & 0o777) | 0o700)
@@ -394,10 +397,14 @@ def _open_dir(parent: int, name: bytes) -> int:
     """A directory below ``parent``, made if missing; never a symlink to one."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
     try:
-        return os.open(name, flags, dir_fd=parent)
-    except FileNotFoundError:
-        os.mkdir(name, 0o700, dir_fd=parent)
-        return os.open(name, flags, dir_fd=parent)
+        try:
+            return os.open(name, flags, dir_fd=parent)
+        except FileNotFoundError:
+            try:
+                os.mkdir(name, 0o700, dir_fd=parent)
+            except FileExistsError:
+                pass  # a parallel stream (pack: true) made it first
+            return os.open(name, flags, dir_fd=parent)
     except (NotADirectoryError, OSError) as exc:
         if _kind_at(parent, name) == b"l":
             raise SyncError(

@@ -133,10 +133,11 @@ class LocalMachine:
         *,
         progress: ProgressFn | None = None,
         exclude: ExcludeFn | None = None,
+        streams: int = 1,
     ) -> TransferStats:
         if not local.is_dir():
             raise RemoteError(f"{local}: not a directory")
-        return copy_tree(local, self.path(remote), progress, exclude)
+        return copy_tree(local, self.path(remote), progress, exclude)  # one stream here
 
     def get_dir(
         self, remote: str, local: Path, *, progress: ProgressFn | None = None

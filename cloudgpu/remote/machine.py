@@ -105,10 +105,12 @@ class Machine(Protocol):
         *,
         progress: ProgressFn | None = None,
         exclude: ExcludeFn | None = None,
+        streams: int = 1,
     ) -> TransferStats:
         """Copy the tree ``local`` to ``remote`` (created); files whose size and mtime
         match are skipped, and what ``exclude`` names is never sent (nor walked); raises
-        RemoteError if the received data fails its check."""
+        RemoteError if the received data fails its check. ``streams`` > 1 sends the tree
+        as that many shards unpacked in parallel there (where the machine can)."""
         ...
 
     def get_dir(

@@ -218,11 +218,12 @@ class SSHMachine:
         *,
         progress: ProgressFn | None = None,
         exclude: ExcludeFn | None = None,
+        streams: int = 1,
     ) -> TransferStats:
         if not local.is_dir():
             raise RemoteError(f"{local}: not a directory")
         return self._transfer(
-            lambda s: transfer.put(s, self.python, local, remote, progress, exclude)
+            lambda s: transfer.put(s, self.python, local, remote, progress, exclude, streams)
         )
 
     def get_dir(

@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
@@ -93,34 +95,91 @@ def put(
     remote: str,
     progress: ProgressFn | None,
     exclude: ExcludeFn | None = None,
+    streams: int = 1,
 ) -> TransferStats:
     """Send the file or tree ``local`` to ``remote``, skipping unchanged files and what
-    ``exclude`` names."""
+    ``exclude`` names. With ``streams`` > 1 (``pack: true``) the files are split into
+    that many shards of about equal bytes, each sent as its own stream to its own agent
+    on the instance, so the unpacking there runs in parallel; every agent keeps its
+    guarantees (verified stream, nothing written through a link, rename at the end)."""
     t0 = time.perf_counter()
     root = os.fsencode(local)
     if not os.path.lexists(root):
         raise RemoteError(f"{local}: no such file or directory")
-    # Start the remote listing first: it runs while we list our side.
-    s = open_stream(agent_command(python, "recv", remote))
+    # Start the remote listings first: they run while we list our side.
+    opened = [open_stream(agent_command(python, "recv", remote)) for _ in range(max(1, streams))]
     try:
         mine = agent.scan(root, byte_paths(exclude))
     except OSError as exc:
-        s.close_write()
-        s.finish()
+        for s in opened:
+            s.close_write()
+            s.finish()
         raise RemoteError(f"put {local}: {exc.strerror or exc}") from exc
-    theirs = _peer_manifest(s, remote)
+    # Every agent sends the listing first (read them all: one left unread would block);
+    # they list the same tree, so the first is the one to diff against.
+    listings = _listings(opened, remote)
+    theirs = listings[0]
     paths = agent.changed(mine, theirs)
+    # A link there that becomes a directory is replaced by the stream that makes it; the
+    # others would meet the link meanwhile and refuse it: such a sync goes as one stream.
+    relink = any(mine[p][0] == b"d" and theirs.get(p, (b"",))[0] == b"l" for p in paths)
     skip_files, skip_bytes = agent.skipped(mine, paths)
     stats = TransferStats(files_skipped=skip_files, bytes_skipped=skip_bytes)
     total = sum(mine[p][1] for p in paths)
     done = 0
+    lock = threading.Lock()
 
     def advanced(n: int) -> None:
         nonlocal done
-        done += n
+        with lock:
+            done += n
+            now = done
         if progress:
-            progress(done, total)
+            progress(now, total)
 
+    shards = split(paths, mine, len(opened))
+    if relink:
+        shards = [paths] + [[] for _ in opened[1:]]
+    if len(opened) == 1:
+        _send(opened[0], root, mine, shards[0], local, remote, advanced)
+    else:
+        with ThreadPoolExecutor(len(opened), thread_name_prefix="cloudgpu-pack") as pool:
+            jobs = [
+                pool.submit(_send, s, root, mine, shard, local, remote, advanced)
+                for s, shard in zip(opened, shards, strict=True)
+            ]
+            for j in jobs:
+                j.result()
+    stats.files_sent = sum(1 for p in paths if mine[p][0] == b"f")
+    stats.bytes_sent = total
+    stats.seconds = time.perf_counter() - t0
+    return stats
+
+
+def split(paths: list[bytes], mine: agent.Manifest, n: int) -> list[list[bytes]]:
+    """``paths`` in ``n`` shards of about equal bytes, in their order; directories and
+    links in the first (a file's directory is made by whichever stream needs it first)."""
+    shards: list[list[bytes]] = [[] for _ in range(n)]
+    load = [0] * n
+    for p in paths:
+        kind, size = mine[p][0], mine[p][1]
+        i = 0 if kind != b"f" else min(range(n), key=load.__getitem__)
+        shards[i].append(p)
+        load[i] += size + 512  # a file costs the receiver something even when empty
+    return shards
+
+
+def _send(
+    s: Stream,
+    root: bytes,
+    mine: agent.Manifest,
+    paths: list[bytes],
+    local: Path,
+    remote: str,
+    advanced: Callable[[int], None],
+) -> None:
+    """One stream: pack ``paths``, then check what the agent says it received."""
+    total = sum(mine[p][1] for p in paths)
     try:
         agent.pack(root, mine, paths, agent.Writer(s.write, advanced))
     except agent.SyncError as exc:
@@ -146,10 +205,20 @@ def put(
         raise RemoteError(
             f"put {remote}: the instance received {got.get('bytes')} of {total} bytes"
         )
-    stats.files_sent = sum(1 for p in paths if mine[p][0] == b"f")
-    stats.bytes_sent = total
-    stats.seconds = time.perf_counter() - t0
-    return stats
+
+
+def _listings(opened: list[Stream], remote: str) -> list[dict[bytes, tuple[bytes, int, int]]]:
+    """Every agent's listing; if one fails, the others are ended before its error."""
+    out = []
+    for i, s in enumerate(opened):
+        try:
+            out.append(_peer_manifest(s, remote))
+        except BaseException:
+            for other in opened[:i] + opened[i + 1 :]:
+                other.close_write()
+                other.finish()
+            raise
+    return out
 
 
 def _peer_manifest(s: Stream, remote: str) -> dict[bytes, tuple[bytes, int, int]]:

@@ -160,10 +160,11 @@ class PodMachine:
         *,
         progress: ProgressFn | None = None,
         exclude: ExcludeFn | None = None,
+        streams: int = 1,
     ) -> TransferStats:
         if not local.is_dir():
             raise RemoteError(f"{local}: not a directory")
-        return tarstream.put(self._stream, local, remote, progress, exclude)
+        return tarstream.put(self._stream, local, remote, progress, exclude)  # one stream
 
     def get_dir(
         self, remote: str, local: Path, *, progress: ProgressFn | None = None

@@ -11,6 +11,7 @@ import pytest
 from cloudgpu.data.select import Selector
 from cloudgpu.errors import RemoteError
 from cloudgpu.remote import LocalMachine, SSHMachine, connect
+from cloudgpu.remote.transfer import split
 from tests.remote.conftest import instance_for
 from tests.remote.sshd import SSHDServer
 
@@ -226,3 +227,44 @@ def test_excluded_paths_on_this_machine(tmp_path: Path) -> None:
     m = LocalMachine(tmp_path / "ws")
     assert _put_excluded(m, tmp_path, "/nvme/data") == 4
     assert _names(Path(m.nvme_path, "data")) == KEPT
+
+
+def test_packed_tree_goes_as_parallel_shards_and_lands_whole(
+    machine: SSHMachine, tmp_path: Path
+) -> None:
+    """pack: true: four streams to four agents at once; the tree is the same as one
+    stream makes, dirs included, and a second sync sends nothing."""
+    src = tmp_path / "src"
+    make_tree(src)
+    for i in range(300):
+        d = src / "many" / f"d{i % 7}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i}.txt").write_text(f"{i}\n" * (i % 50))
+    remote = str(tmp_path / "remote")
+    seen: list[tuple[int, int]] = []
+    first = machine.put_dir(src, remote, streams=4, progress=lambda d, t: seen.append((d, t)))
+    assert first.files_sent == 306 and snapshot(Path(remote)) == snapshot(src)
+    assert seen[-1][0] == seen[-1][1] == first.bytes_sent
+    again = machine.put_dir(src, remote, streams=4)
+    assert (again.files_sent, again.files_skipped) == (0, 306)
+    # A link there that is a directory here now: replaced, never written through.
+    (src / "link").unlink()
+    (src / "link").mkdir()
+    for i in range(40):  # in every shard
+        (src / "link" / f"in{i}.txt").write_text("in\n" * i)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (Path(remote) / "link").unlink()
+    (Path(remote) / "link").symlink_to(outside)
+    machine.put_dir(src, remote, streams=4)
+    assert snapshot(Path(remote)) == snapshot(src) and not any(outside.iterdir())
+
+
+def test_shards_balance_bytes_and_keep_dirs_first() -> None:
+    mine = {b"d": (b"d", 0, 0, 0o755), b"d/a": (b"f", 900, 0, 0o644)}
+    mine |= {f"d/s{i}".encode(): (b"f", 100, 0, 0o644) for i in range(9)}
+    paths = sorted(mine)
+    shards = split(paths, mine, 2)
+    assert shards[0][0] == b"d" and sorted(shards[0] + shards[1]) == paths
+    cost = [sum(mine[p][1] + 512 for p in s) for s in shards]  # bytes + a per-file cost
+    assert abs(cost[0] - cost[1]) <= 900 + 512  # within the largest file
