@@ -11,7 +11,7 @@ may contain a token or key; the SDK's messages carry URLs and resource names onl
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from cloudgpu_providers.gcp.credentials import CredentialSource
@@ -181,3 +181,13 @@ class Clients:
                 raise mapped from exc
 
         return retrying(once, Backoff(self.attempts, self.backoff_s, 30.0), sleep=self._sleep)
+
+    def pages(self, fn: Callable[..., Any], request: dict[str, Any]) -> Iterator[Any]:
+        """Each page's response, following nextPageToken, each page retried on its own."""
+        token = ""
+        while True:
+            page = self.call(fn, request={**request, "page_token": token})
+            yield page
+            token = page.next_page_token
+            if not token:
+                return

@@ -160,16 +160,20 @@ def instance_body(
     network: str,
     disk_type: str,
     deadline_in_s: float | None,
+    policy: str = "",
 ) -> Any:
+    """A node of a multi-node job (``request.group``) also carries the group's network
+    tag (its firewall rule between the nodes) and, given one, its placement ``policy``."""
     from google.cloud import compute_v1
 
     labels = to_labels(request.tags)
     metadata = instance_metadata(request, ssh_line)
+    network_tags = [name, resource_name(request.group)] if request.group else [name]
     body = compute_v1.Instance(
         name=name,
         machine_type=f"zones/{zone}/machineTypes/{machine_type}",
         labels=labels,
-        tags=compute_v1.Tags(items=[name]),
+        tags=compute_v1.Tags(items=network_tags),
         metadata=compute_v1.Metadata(items=metadata),
         disks=[
             compute_v1.AttachedDisk(
@@ -193,6 +197,8 @@ def instance_body(
         ],
         scheduling=scheduling(request.offer.market, deadline_in_s),
     )
+    if policy:
+        body.resource_policies = [policy]
     if accelerator:
         body.guest_accelerators = [
             compute_v1.AcceleratorConfig(
@@ -243,8 +249,9 @@ def is_ours(inst: Any) -> bool:
 
 
 def to_instance(inst: Any, zone: str, login: Login, key_file: str | None) -> Instance:
-    nat_ip = ""
+    nat_ip = private = ""
     for nic in inst.network_interfaces:
+        private = private or nic.network_i_p
         for ac in nic.access_configs:
             nat_ip = nat_ip or ac.nat_i_p
     machine = inst.machine_type.rsplit("/", 1)[-1]
@@ -271,6 +278,7 @@ def to_instance(inst: Any, zone: str, login: Login, key_file: str | None) -> Ins
         tags=instance_tags(inst),
         nvme_mount=login.nvme_mount,
         launched_at=_timestamp(inst.creation_timestamp),
+        private_address=private,
         extra={"status": inst.status, "self_link": inst.self_link},
     )
 

@@ -18,7 +18,7 @@ VM; terminate() deletes both and checks they are gone. It never logs a credentia
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from cloudgpu_providers import notices
@@ -26,9 +26,10 @@ from cloudgpu_providers.callerip import lookup_cidr, normalized_cidr
 from cloudgpu_providers.configkeys import FLAG, PORT, RETRY, TEXT, TEXTS, URL, seconds
 from cloudgpu_providers.extras import missing_sdk
 from cloudgpu_providers.gcp import instances as build
-from cloudgpu_providers.gcp import pricing
+from cloudgpu_providers.gcp import placement, pricing
 from cloudgpu_providers.gcp.clients import PROVIDER, Clients, operation_error
 from cloudgpu_providers.gcp.credentials import SOURCES, find_project, find_source
+from cloudgpu_providers.gcp.groups import Groups
 from cloudgpu_providers.verify import verify_gone
 
 from cloudgpu.catalog.gpus import load_registry
@@ -40,6 +41,7 @@ from cloudgpu.provider import (
     CreateRequest,
     Instance,
     InstanceState,
+    Leftover,
     NoticeWatcher,
     Provider,
 )
@@ -72,6 +74,7 @@ class GCPProvider(Provider):
         billing_granularity_s=1,
         minimum_billed_s=60,
         disposable=True,  # a fresh VM per job, deleted at teardown
+        multi_node=True,  # one zone, a compact placement policy where the series takes one
     )
 
     def __init__(self, ctx: Any) -> None:
@@ -163,19 +166,9 @@ class GCPProvider(Provider):
             frozenset(regions) if regions else None,
         )
 
-    def _pages(self, fn: Callable[..., Any], request: dict[str, Any]) -> Iterator[Any]:
-        """Each page's response, following nextPageToken, each page retried on its own."""
-        token = ""
-        while True:
-            page = self.clients.call(fn, request={**request, "page_token": token})
-            yield page
-            token = page.next_page_token
-            if not token:
-                return
-
     def _aggregated(self, client_name: str, field: str) -> Iterator[tuple[str, Any]]:
         client = self.clients.compute(client_name)
-        for page in self._pages(client.aggregated_list, {"project": self.project}):
+        for page in self.clients.pages(client.aggregated_list, {"project": self.project}):
             for scope, scoped in page.items.items():
                 for item in getattr(scoped, field):
                     yield scope, item
@@ -183,7 +176,7 @@ class GCPProvider(Provider):
     def _skus(self) -> Iterator[pricing.Sku]:
         billing = self.clients.billing()
         request = {"parent": pricing.COMPUTE_SERVICE, "currency_code": "USD"}
-        for page in self._pages(billing.list_skus, request):
+        for page in self.clients.pages(billing.list_skus, request):
             for sku in page.skus:
                 if not sku.pricing_info:
                     continue
@@ -201,17 +194,27 @@ class GCPProvider(Provider):
 
     # -- instances -------------------------------------------------------------------
 
-    def create(self, request: CreateRequest) -> Instance:
+    def _zone(self, request: CreateRequest) -> str:
         zone = request.offer.zone or str(self.ctx.config.get("zone") or "")
         if not zone:
             raise ConfigError(
                 f"gcp: offer {request.offer.key} has no zone", hint="set [providers.gcp] zone"
             )
+        return zone
+
+    def _network(self) -> str:
+        return str(self.ctx.config.get("network") or "global/networks/default")
+
+    def create(self, request: CreateRequest) -> Instance:
+        zone = self._zone(request)
         name = build.resource_name(request.name)
         key_file, public = self._public_key(request, name)
         login = self._login()
-        network = str(self.ctx.config.get("network") or "global/networks/default")
+        network = self._network()
         host, accel, count = pricing.accelerator_for(request.offer)
+        policy = ""
+        if request.group and placement.compact(host):
+            policy = placement.policy_path(self.project, _region(zone), request.group)
         deadline_in = None if request.deadline is None else request.deadline - self.ctx.clock()
         body = build.instance_body(
             request,
@@ -224,6 +227,7 @@ class GCPProvider(Provider):
             network=network,
             disk_type=str(self.ctx.config.get("disk_type") or build.default_disk_type(host)),
             deadline_in_s=deadline_in,
+            policy=policy,
         )
         cidr = self._ssh_cidr(request)
         made_firewall = self._ensure_firewall(name, cidr, network, request.tags, login.port)
@@ -248,6 +252,29 @@ class GCPProvider(Provider):
                 f"instance {name} vanished right after creation", provider=PROVIDER
             )
         return build.to_instance(inst, zone, login, str(key_file) if key_file else None)
+
+    def create_nodes(self, requests: Sequence[CreateRequest]) -> list[Instance]:
+        """The group first (a firewall rule between the nodes, a compact placement
+        policy where the series takes one), then each node in one zone; on a failure the
+        nodes made go, and the group with them."""
+        first = requests[0]
+        region = _region(self._zone(first))
+        self._groups().make(first, len(requests), region, self._network())
+        try:
+            return super().create_nodes(requests)
+        except BaseException:
+            self._groups().remove(first.group, region)
+            raise
+
+    def leftovers(self, tags: Mapping[str, str]) -> list[Leftover]:
+        """Multi-node groups' firewall rules and placement policies carrying ``tags``."""
+        return self._groups().leftovers(tags)
+
+    def remove_leftover(self, item: Leftover) -> None:
+        self._groups().remove_leftover(item)
+
+    def _groups(self) -> Groups:
+        return Groups(self.clients, self.project, self._wait)
 
     def _insert(self, zone: str, body: Any, token: str) -> None:
         client = self.clients.compute("InstancesClient")
@@ -279,14 +306,17 @@ class GCPProvider(Provider):
         self._wait(op, None)
         return True
 
-    def _wait(self, op: Any, zone: str | None) -> None:
-        """Wait for a long-running operation (zone or global) and raise its error."""
+    def _wait(self, op: Any, zone: str | None, region: str | None = None) -> None:
+        """Wait for a long-running operation (zone, region or global) and raise its error."""
         from google.cloud import compute_v1
 
         done = compute_v1.Operation.Status.DONE
         if zone:
             client = self.clients.compute("ZoneOperationsClient")
             where: dict[str, Any] = {"project": self.project, "zone": zone}
+        elif region:
+            client = self.clients.compute("RegionOperationsClient")
+            where = {"project": self.project, "region": region}
         else:
             client = self.clients.compute("GlobalOperationsClient")
             where = {"project": self.project}
@@ -375,7 +405,7 @@ class GCPProvider(Provider):
             "filter": 'operationType = "compute.instances.preempted"',
         }
         try:
-            for page in self._pages(client.list, request):
+            for page in self.clients.pages(client.list, request):
                 if any(op.target_link.endswith(f"/instances/{name}") for op in page.items):
                     return True
         except ProviderError:
@@ -409,7 +439,7 @@ class GCPProvider(Provider):
         request = {"project": self.project, "filter": build.label_filter(tags)}
         login = self._login()
         out = []
-        for page in self._pages(client.aggregated_list, request):
+        for page in self.clients.pages(client.aggregated_list, request):
             for scope, scoped in page.items.items():
                 for inst in scoped.instances:
                     if not build.is_ours(inst):
@@ -462,3 +492,7 @@ class GCPProvider(Provider):
         except NotFoundError:
             return False
         return True
+
+
+def _region(zone: str) -> str:
+    return zone.rsplit("-", 1)[0]

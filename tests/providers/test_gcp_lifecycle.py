@@ -213,3 +213,29 @@ def test_a_metadata_preemption_read_over_ssh_resumes_on_another_offer(
         ("spot", "preempted"),
         ("on_demand", "terminated"),
     ]
+
+
+def test_two_nodes_in_one_compact_group_then_the_group_goes(
+    configured: Path, fake: FakeGCP, cloudgpu_home: Path
+) -> None:
+    job = job_file(
+        configured,
+        """\
+name: gcp-two
+num_nodes: 2
+resources: {gpu: L4, spot: false, providers: [gcp]}
+run: echo "rank $NODE_RANK of $NNODES master $MASTER_ADDR nodes $CLOUDGPU_NODE_IPS"
+limits: {max_runtime: 5m}
+""",
+    )
+    code, out, err = main_exit(["launch", str(job), "--yes"])
+    assert code == 0, err
+    for rank in (0, 1):  # rank 0's internal address is the rendezvous
+        assert (
+            f"[node {rank}] rank {rank} of 2 master 10.128.0.7 nodes 10.128.0.7,10.128.0.8" in out
+        )
+    policies = [p for m, p in fake.requests if m == "POST" and "/resourcePolicies" in p]
+    assert len(policies) == 1 and fake.policies == {}  # made for the job, gone after it
+    assert deleted(fake, "resourcePolicies") and fake.firewalls == {} and fake.instances == {}
+    names = {r["name"] for r in fake.firewall_bodies}
+    assert len([n for n in names if n.endswith("-nodes")]) == 1
