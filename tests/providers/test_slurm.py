@@ -22,6 +22,7 @@ from cloudgpu.provider import TAG_JOB, TAG_OWNER, InstanceState, ProviderContext
 from cloudgpu.remote import connect
 from tests.fixtures.slurm import SlurmCluster, slurm_cluster
 from tests.lifecycle.helpers import TEMPLATES, job_file, main_exit, store, wait_for
+from tests.lifecycle.test_multinode import ALLREDUCE, HAS_TORCH, VENV_BIN
 from tests.providers.contract import ProviderContract
 
 __all__ = ["slurm_cluster"]  # the session fixture, imported for pytest
@@ -264,3 +265,42 @@ def test_launch_on_slurm_stages_runs_collects_and_cancels(
     assert not [j for j in slurm_cluster.live_jobs() if "cloudgpu;" in j]
     assert not list(slurm_cluster.scratch("n1").glob("cloudgpu-*"))
     assert not list(slurm_cluster.scratch("n2").glob("cloudgpu-*"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_TORCH, reason="torch (the test extra) is not installed")
+def test_torchrun_across_two_slurm_nodes(
+    tmp_path: Path, cloudgpu_home: Path, slurm_cluster: SlurmCluster
+) -> None:
+    """Real torchrun (gloo) on both nodes of one Slurm job, each node's run an srun step,
+    the all_reduce's sum checked, outputs from rank 0, the job cancelled after."""
+    write_launch_config(cloudgpu_home, slurm_cluster)
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "allreduce.py").write_text(ALLREDUCE)
+    job = job_file(
+        tmp_path,
+        f"""
+name: ddp-slurm
+num_nodes: 2
+resources: {{gpu: "L4:1", providers: [slurm]}}
+data:
+  - {{src: ./code, dst: /nvme/code}}
+env:
+  PATH: {VENV_BIN}:/usr/local/bin:/usr/bin:/bin
+  GLOO_SOCKET_IFNAME: lo
+run: $CLOUDGPU_TORCHRUN $CLOUDGPU_NVME/code/allreduce.py
+outputs:
+  - {{src: /nvme/out, dst: ./results}}
+limits: {{max_runtime: 10m}}
+""",
+    )
+    code, out, err = main_exit(["launch", str(job), "--yes"])
+    assert code == 0, err
+    assert "2 x slurm gpu:l4:1" in err
+    result = json.loads((tmp_path / "results" / "result.json").read_text())
+    assert result == {"world": 2, "sum": 3.0, "nodes": "127.0.0.1,127.0.0.1"}
+    for rank in range(2):
+        assert f"[node {rank}] rank {rank}/2 node {rank} sum 3" in out
+    assert not [j for j in slurm_cluster.live_jobs() if "cloudgpu;" in j]
+    for node in ("n1", "n2"):
+        assert not list(slurm_cluster.scratch(node).glob("cloudgpu-*"))
