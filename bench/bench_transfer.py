@@ -186,10 +186,10 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _start(paths: Paths) -> tuple[SimProvider, Instance]:
-    provider = SimProvider(
-        ProviderContext(config={"enabled": True, "nvme_tmpfs_mb": 4096}, paths=paths, env={})
-    )
+def _start(paths: Paths, nvme_tmpfs_mb: int = 4096) -> tuple[SimProvider, Instance]:
+    """A sim instance; ``nvme_tmpfs_mb`` 0 puts its /nvme on this machine's disk."""
+    config = {"enabled": True, "nvme_tmpfs_mb": nvme_tmpfs_mb}
+    provider = SimProvider(ProviderContext(config=config, paths=paths, env={}))
     offer = next(o for o in provider.offers() if o.market == "on_demand")
     req = CreateRequest(
         offer=offer,
