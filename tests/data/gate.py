@@ -15,7 +15,8 @@ through it. It
 * checks a PUT's body against its Content-MD5 where the real store does and the
   emulator does not (S3 and GCS: BadDigest; Azurite checks itself);
 * can cut a response after N bytes (a dropped connection mid-object), slow it down, or
-  hold requests to a path (an upload killed between its parts).
+  hold requests to a path, or stall a path's PUTs after N of them (an upload killed
+  between its parts).
 
 Error shapes: S3 BadDigest/InvalidDigest (400) as in
 https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html#ErrorCodeList, GCS
@@ -68,6 +69,11 @@ class Gate:
     cut_after: dict[str, int] = field(default_factory=dict)  # path -> bytes, one-shot
     slow: dict[str, float] = field(default_factory=dict)  # path -> seconds per 64 KiB
     hold: dict[str, float] = field(default_factory=dict)  # path -> seconds before answering
+    # path -> PUTs let through; the ones after wait until ``released`` is set (an upload
+    # stopped between its parts for as long as the test needs, whatever the load)
+    stall_after: dict[str, int] = field(default_factory=dict)
+    released: threading.Event = field(default_factory=threading.Event)
+    puts_seen: dict[str, int] = field(default_factory=dict)
     check_md5: bool = False  # refuse PUT bodies that do not match their Content-MD5
     url: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -131,6 +137,13 @@ def _handler(gate: Gate) -> type[BaseHTTPRequestHandler]:
             self._sent = len(body)
             if gate.hold.get(parts.path):
                 time.sleep(gate.hold[parts.path])
+            if self.command == "PUT" and parts.path in gate.stall_after:
+                with gate.lock:
+                    seen = gate.puts_seen[parts.path] = gate.puts_seen.get(parts.path, 0) + 1
+                if seen > gate.stall_after[parts.path]:
+                    gate.released.wait(120)
+                    self.close_connection = True  # its sender died meanwhile: never stored
+                    return
             refused = gate.verify(self.command, self.path, query, headers, gate.clock())
             if refused is None and gate.check_md5 and self.command == "PUT":
                 refused = _digest(headers.get("content-md5"), body)

@@ -51,6 +51,7 @@ def seeded(
 def sut(seeded: StoreUnderTest) -> Iterator[StoreUnderTest]:
     g = seeded.gate
     g.hits.clear(), g.cut_after.clear(), g.slow.clear(), g.hold.clear()
+    g.stall_after.clear(), g.puts_seen.clear(), g.released.clear()
     g.clock = time.time
     yield seeded
 
@@ -147,7 +148,7 @@ def test_killed_upload_never_shows_a_partial_object_and_resumes(
         if sut.name == "gcs"
         else path_of(sut, dest, "ckpt.bin")
     )
-    sut.gate.hold[held] = 0.5
+    sut.gate.stall_after[held] = 2  # two parts arrive, the rest wait for the kill
     path = instance.put_manifest(m, man, instance.state_dir(m))
     proc = subprocess.Popen(
         [sys.executable, "-c", push.PUSHER_SOURCE, "push", path],
@@ -163,7 +164,8 @@ def test_killed_upload_never_shows_a_partial_object_and_resumes(
     assert len(_parts_stored(sut)) >= 2, "no part arrived before the kill"
     assert direct_read(sut, key) == b"old checkpoint"  # never a partial object
 
-    sut.gate.hold.clear()
+    sut.gate.stall_after.clear()
+    sut.gate.released.set()
     sut.gate.hits.clear()
     stats = do_push(sut, m, root, dest)
     assert direct_read(sut, key) == new

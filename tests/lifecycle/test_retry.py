@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,16 +31,26 @@ SIM_OFFER = {
 }
 
 
+class _Share(random.Random):
+    """Randomness that always draws the same share of the range asked for."""
+
+    def __init__(self, share: float) -> None:
+        super().__init__(0)
+        self.share = share
+
+    def uniform(self, a: float, b: float) -> float:
+        return a + self.share * (b - a)
+
+
 def test_waits_double_with_jitter_and_stop_at_the_deadline() -> None:
-    r = Retry(until=1000.0, first_s=10.0, max_s=60.0, jitter=lambda: 0.5)
+    r = Retry(until=1000.0, first_s=10.0, max_s=60.0, rng=_Share(0.0))
     assert [r.wait(n, 0.0) for n in (1, 2, 3, 4, 5)] == [10.0, 20.0, 40.0, 60.0, 60.0]
     assert r.wait(3, 990.0) == 10.0  # never past the deadline
     assert r.wait(1, 1000.0) is None
-    low = Retry(until=math.inf, first_s=10.0, jitter=lambda: 0.0)
-    high = Retry(until=math.inf, first_s=10.0, jitter=lambda: 1.0)
-    assert (low.wait(1, 0.0), high.wait(1, 0.0)) == (8.0, pytest.approx(12.0))
+    low = Retry(until=math.inf, first_s=10.0, rng=_Share(1.0))
+    assert low.wait(1, 0.0) == pytest.approx(6.0)  # up to 40% less, so clients spread out
     assert low.until_text() == "until interrupted"
-    assert low.wait(10_000, 0.0) == 240.0  # no overflow on a long wait
+    assert Retry(until=math.inf, first_s=10.0, rng=_Share(0.0)).wait(10_000, 0.0) == 300.0
 
 
 def configure(home: Path, capacity: int) -> None:

@@ -3,6 +3,7 @@ loopback, with URLs the client signs."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,31 +33,34 @@ def bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
             aws_access_key_id="testing",
             aws_secret_access_key="testing",
         )
-        client.create_bucket(Bucket="training")
+        # moto's backends are one per process, shared by every server the suite starts:
+        # a bucket of this test's own, so other tests' objects never show up in it.
+        name = f"training-{uuid.uuid4().hex[:8]}"
+        client.create_bucket(Bucket=name)
         for i in range(5):
             client.put_object(
-                Bucket="training",
+                Bucket=name,
                 Key=f"sets/v1/part-{i}.txt",
                 Body=f"line {i}\n".encode() * (i + 1),
             )
-        client.put_object(Bucket="training", Key="sets/other.txt", Body=b"not mine")
-        yield env
+        client.put_object(Bucket=name, Key="sets/other.txt", Body=b"not mine")
+        yield {**env, "bucket": name}
 
 
 def test_launch_with_s3_data_on_local(bucket: dict[str, str], tmp_path: Path) -> None:
     job = job_file(
         tmp_path,
-        """
+        f"""
 name: s3data
 data:
-  - {src: s3://training/sets/v1, dst: /nvme/data}
+  - {{src: s3://{bucket["bucket"]}/sets/v1, dst: /nvme/data}}
 run: cat $CLOUDGPU_NVME/data/part-*.txt | wc -l
 """,
     )
     code, out, err = main_exit(["launch", str(job), "--yes"])
     assert code == 0, err
     assert out.strip().splitlines()[-1].strip() == "15"
-    assert "s3://training/sets/v1: 5 object(s)" in err and "5 object(s) pulled" in err
+    assert f"s3://{bucket['bucket']}/sets/v1: 5 object(s)" in err and "5 object(s) pulled" in err
 
 
 def test_missing_bucket_is_one_line(bucket: dict[str, str], tmp_path: Path) -> None:

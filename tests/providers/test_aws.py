@@ -25,7 +25,7 @@ from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import CapacityError, ConfigError, NotFoundError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_EXPIRES, TAG_JOB, TAG_OWNER, CreateRequest, InstanceState
-from tests.providers.aws_fixtures.servers import capacity_proxy, free_port, moto_server, serve
+from tests.providers.aws_fixtures.servers import capacity_proxy, ec2_server, free_port, serve
 from tests.providers.aws_fixtures.setup import (
     DLAMI_NAME,
     ec2_client,
@@ -38,7 +38,7 @@ from tests.providers.contract import ProviderContract
 
 @pytest.fixture(scope="module")
 def moto_url() -> Iterator[str]:
-    with moto_server() as url:
+    with ec2_server() as url:
         register_dlami(url)
         yield url
 

@@ -16,8 +16,8 @@ from cloudgpu.provider import TAG_EXPIRES, TAG_JOB, TAG_OWNER, CreateRequest
 from tests.lifecycle.helpers import cli_proc, invoke, job_file, main_exit, store
 from tests.providers.aws_fixtures.servers import (
     capacity_proxy,
+    ec2_server,
     load_products,
-    moto_server,
     pricing_replay,
     url_of,
 )
@@ -28,7 +28,7 @@ from tests.remote.sshd import SSHDServer
 
 @pytest.fixture(scope="module")
 def moto_url() -> Iterator[str]:
-    with moto_server() as url:
+    with ec2_server() as url:
         register_dlami(url)
         yield url
 

@@ -15,7 +15,7 @@ from cloudgpu_providers.aws.credentials import find_credentials
 from cloudgpu.errors import AuthError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import ProviderContext
-from tests.providers.aws_fixtures.servers import moto_server
+from tests.providers.aws_fixtures.servers import ec2_server
 from tests.providers.aws_fixtures.setup import FAKE_ENV, make_provider
 
 NO_DMI = Path("/nonexistent-dmi")
@@ -92,7 +92,7 @@ def test_container_and_instance_roles(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def moto_url() -> Iterator[str]:
-    with moto_server() as url:
+    with ec2_server() as url:
         yield url
 
 

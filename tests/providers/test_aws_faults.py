@@ -17,7 +17,7 @@ from cloudgpu.errors import AuthError, QuotaError, TransientError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_JOB, CreateRequest, Instance, InstanceState
 from tests.backoff import jittered
-from tests.providers.aws_fixtures.servers import capacity_proxy, ec2_error, moto_server, url_of
+from tests.providers.aws_fixtures.servers import capacity_proxy, ec2_error, ec2_server, url_of
 from tests.providers.aws_fixtures.setup import ec2_client, make_provider, offer, register_dlami
 
 # DescribeSpotInstanceRequests response shape:
@@ -46,7 +46,7 @@ SPOT_REQUEST_XML = """<?xml version="1.0" encoding="UTF-8"?>
 
 @pytest.fixture(scope="module")
 def moto_url() -> Iterator[str]:
-    with moto_server() as url:
+    with ec2_server() as url:
         register_dlami(url)
         yield url
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.lifecycle.helpers import job_file, main_exit, store
-from tests.providers.aws_fixtures.servers import capacity_proxy, imds_server, moto_server, url_of
+from tests.providers.aws_fixtures.servers import capacity_proxy, ec2_server, imds_server, url_of
 from tests.providers.aws_fixtures.setup import FAKE_ENV, ec2_client
 from tests.providers.lifecycle_kit import (
     RESUMABLE_RUN,
@@ -45,7 +45,7 @@ JOB = launch_job(
 
 @pytest.fixture(scope="module")
 def moto_url() -> Iterator[str]:
-    with moto_server() as url:
+    with ec2_server() as url:
         yield url
 
 

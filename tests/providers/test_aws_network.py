@@ -23,7 +23,7 @@ from cloudgpu.provider import TAG_EXPIRES, TAG_JOB, TAG_OWNER, CreateRequest
 from cloudgpu.spec.model import JobSpec
 from cloudgpu.state.store import Store
 from tests.lifecycle.helpers import Lines
-from tests.providers.aws_fixtures.servers import moto_server
+from tests.providers.aws_fixtures.servers import ec2_server
 from tests.providers.aws_fixtures.setup import ec2_client, make_provider, offer, register_dlami
 
 
@@ -52,7 +52,7 @@ def _subnet(ec2: Any, vpc: str, cidr: str, zone: str, public: bool) -> str:
 def world() -> Iterator[dict[str, str]]:
     """moto without a default VPC; one VPC with a public subnet in us-east-1b and a
     private one in us-east-1a."""
-    with moto_server() as url:
+    with ec2_server() as url:
         register_dlami(url)
         ec2 = ec2_client(url)
         _drop_default_vpc(ec2)

@@ -17,13 +17,13 @@ from cloudgpu.catalog.offer import FLAG_UNKNOWN_GPU, Offer
 from cloudgpu.errors import AuthError, CapacityError, NotFoundError, QuotaError, TransientError
 from cloudgpu.paths import Paths
 from tests.backoff import jittered
-from tests.providers.aws_fixtures.servers import load_products, moto_server, pricing_replay, url_of
+from tests.providers.aws_fixtures.servers import ec2_server, load_products, pricing_replay, url_of
 from tests.providers.aws_fixtures.setup import FAKE_ENV, make_provider
 
 
 @pytest.fixture(scope="module")
 def moto_url() -> Iterator[str]:
-    with moto_server() as url:
+    with ec2_server() as url:
         yield url
 
 

@@ -244,6 +244,14 @@ def capacity_proxy(
         yield server
 
 
+@contextmanager
+def ec2_server() -> Iterator[str]:
+    """EC2 as the provider sees it: moto behind the proxy, which adds the placement
+    groups moto lacks (every ``down --orphans`` sweep describes them); yields its URL."""
+    with moto_server() as upstream, capacity_proxy(upstream) as front:
+        yield url_of(front)
+
+
 def load_products(region: str = "us-east-1") -> list[dict[str, Any]]:
     data = json.loads((HERE / f"pricing_get_products_{region}.json").read_text())
     return list(data["products"])
