@@ -5,13 +5,17 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
 from cloudgpu.data.select import Selector
 from cloudgpu.errors import RemoteError
-from cloudgpu.remote import LocalMachine, SSHMachine, connect
+from cloudgpu.lifecycle.stage import PACK_STREAMS, stage_data
+from cloudgpu.remote import LocalMachine, Machine, SSHMachine, TransferStats, connect
 from cloudgpu.remote.transfer import split
+from cloudgpu.spec.model import DataItem, JobSpec
+from tests.lifecycle.helpers import Lines
 from tests.remote.conftest import instance_for
 from tests.remote.sshd import SSHDServer
 
@@ -268,3 +272,37 @@ def test_shards_balance_bytes_and_keep_dirs_first() -> None:
     assert shards[0][0] == b"d" and sorted(shards[0] + shards[1]) == paths
     cost = [sum(mine[p][1] + 512 for p in s) for s in shards]  # bytes + a per-file cost
     assert abs(cost[0] - cost[1]) <= 900 + 512  # within the largest file
+
+
+class _Streams:
+    """The machine, noting the streams each put_dir asks for."""
+
+    def __init__(self, m: SSHMachine) -> None:
+        self.m = m
+        self.asked: list[int] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.m, name)
+
+    def put_dir(self, *args: Any, **kw: Any) -> TransferStats:
+        self.asked.append(kw.get("streams", 1))
+        return self.m.put_dir(*args, **kw)
+
+
+def test_stage_sends_a_packed_item_in_shards_with_its_excludes(
+    machine: SSHMachine, tmp_path: Path
+) -> None:
+    src = tmp_path / "job" / "tree"
+    _excluded_tree(src)
+    items = (
+        DataItem("tree", str(tmp_path / "packed"), tuple(EXCLUDE), pack=True),
+        DataItem("tree", str(tmp_path / "plain"), tuple(EXCLUDE)),
+    )
+    job = JobSpec(name="x", data=items, base_dir=str(tmp_path / "job"))
+    spy = _Streams(machine)
+    try:
+        stage_data(cast(Machine, spy), job, Lines(), tmp_path / "cache", {})
+    finally:
+        (src / "unreadable-but-excluded").chmod(0o755)
+    assert spy.asked == [PACK_STREAMS, 1]
+    assert _names(tmp_path / "packed") == _names(tmp_path / "plain") == KEPT
