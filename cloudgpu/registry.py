@@ -115,3 +115,8 @@ class Registry:
             elif av.extra and on_skip is not None:
                 on_skip(name, av.reason)
         return out
+
+
+def has_live_prices(provider: Provider) -> bool:
+    """Whether the plugin overrides fetch_offers (a capability, not a name check)."""
+    return type(provider).fetch_offers is not Provider.fetch_offers

@@ -180,7 +180,6 @@ def test_the_example_plugin_installs_beside_the_wheel_and_passes_its_tests(
         env=env,
     )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
-    assert "3 passed" in res.stdout
-    # The shared contract suite runs too once this cloudgpu ships it (cloudgpu.testing).
-    has_suite = _run([python, "-c", "import cloudgpu.testing"], cwd=tmp_path).returncode == 0
-    assert ("skipped" in res.stdout) is not has_suite, res.stdout[-1500:]
+    # Its own 3 tests and the 5 of the shared contract suite the wheel ships
+    # (cloudgpu.testing), none skipped.
+    assert "8 passed" in res.stdout and "skipped" not in res.stdout, res.stdout[-1500:]

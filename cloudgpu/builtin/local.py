@@ -2,9 +2,10 @@
 
 An "instance" is a directory ``<data>/local/<id>/`` holding ``instance.json`` (its
 record: tags, deadline, state) and ``nvme/`` (the scratch dir the job sees as its local
-NVMe, exported as ``$CLOUDGPU_NVME``). It has no SSH (capability ``remote=False``): the
-lifecycle runs commands through cloudgpu.remote's LocalMachine. Terminating stops every
-process carrying the instance's id in its environment and removes the workspace.
+NVMe, exported as ``$CLOUDGPU_NVME``). It has no SSH (an Instance with a ``workdir`` and
+no ``ssh``): the lifecycle runs commands through cloudgpu.remote's LocalMachine.
+Terminating stops every process carrying the instance's id in its environment and
+removes the workspace.
 
 Enabled by default: it is what runs a job when no cloud is configured. Config
 ``[providers.local]``: ``enabled = false`` to turn it off, ``price_per_hour`` to give
@@ -49,9 +50,6 @@ class LocalProvider(Provider):
     }
     capabilities: ClassVar[Capabilities] = Capabilities(
         startup_s=0.0,  # create -> ready: this machine: nothing to boot
-        remote=False,
-        local_nvme=True,
-        idempotent_create=True,
         billing_granularity_s=1,
     )
 

@@ -119,9 +119,6 @@ class SSHProvider(Provider):
     config_keys: ClassVar[Mapping[str, Node]] = {"hosts": ListOf(Block(HOST_KEYS, ("host",)))}
     capabilities: ClassVar[Capabilities] = Capabilities(
         startup_s=30.0,  # create -> ready: an SSH connection and a host check
-        remote=True,
-        local_nvme=True,
-        idempotent_create=True,
     )
 
     @property

@@ -19,9 +19,10 @@ import click
 from cloudgpu.catalog.catalog import SourceInfo, load_catalog, write_cache
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.cli.context import App, get_app
-from cloudgpu.cli.offers import has_live_prices, split_list, stale_days
+from cloudgpu.cli.offers import split_list, stale_days
 from cloudgpu.cli.params import Number
 from cloudgpu.errors import CloudGPUError, ConfigError, ProviderError, redact
+from cloudgpu.registry import has_live_prices
 from cloudgpu.texttable import render_table, terminal_width
 
 

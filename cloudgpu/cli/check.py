@@ -15,8 +15,8 @@ import click
 
 from cloudgpu.cli import style
 from cloudgpu.cli.context import App, get_app
-from cloudgpu.cli.offers import has_live_prices
 from cloudgpu.errors import CloudGPUError, redact
+from cloudgpu.registry import has_live_prices
 
 
 @dataclass

@@ -116,6 +116,8 @@ def _show_plan(choice: Choice, *, err: bool = False) -> None:
         say(f"  {i}. {line}{'   <- launch' if i == 1 else ''}")
     if len(fits) > SHOWN:
         say(f"  ... {len(fits) - SHOWN} more (used if these have no capacity)")
+    for note in choice.gathered.left_out:
+        say(f"  ({note})")
     notes = choice.gathered.notes
     if notes:
         names = ", ".join(n.split(":", 1)[0] for n in notes)

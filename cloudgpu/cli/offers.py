@@ -35,7 +35,7 @@ from cloudgpu.cli import measured
 from cloudgpu.cli.context import App, get_app
 from cloudgpu.cli.params import PRICE, Number
 from cloudgpu.errors import CatalogError, CloudGPUError, ConfigError
-from cloudgpu.provider import Provider
+from cloudgpu.registry import has_live_prices
 from cloudgpu.texttable import terminal_width
 
 DEFAULT_LIMIT = 30
@@ -63,11 +63,6 @@ def stale_days(app: App, override: float | None) -> float:
             f"{app.paths.config_file}: defaults.stale_after_days: expected a positive number"
         )
     return float(value)
-
-
-def has_live_prices(provider: Provider) -> bool:
-    """Whether the plugin overrides fetch_offers (capability, not a name check)."""
-    return type(provider).fetch_offers is not Provider.fetch_offers
 
 
 def reported_offers(

@@ -324,6 +324,9 @@ def plan_cmd(
     hint = nothing_fits(choice).hint if not choice.candidates else None
     measured = measured_on(app, choice.plan.candidates[:limit])
     emit(choice.plan, as_json, limit, all_rows, hint, measured)
+    if not as_json:
+        for note in choice.gathered.left_out:
+            click.echo(f"note: {note}", err=True)
 
 
 def measured_on(app: App, candidates: list[Candidate]) -> dict[str, str]:

@@ -36,6 +36,7 @@ def offer_sources(app: App) -> OfferSources:
 
     default = app.config.defaults().get("providers")
     return OfferSources(
+        capabilities=lambda name: app.registry.provider_class(name).capabilities,
         provider_names=app.registry.names(),
         provider=app.registry.get,
         catalog=catalog,

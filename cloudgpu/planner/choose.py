@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from cloudgpu.errors import CloudGPUError, ConfigError
 from cloudgpu.planner.calibrate import RunHistory
 from cloudgpu.planner.overhead import StartupHistory
 from cloudgpu.planner.rank import Candidate, Plan, plan
-from cloudgpu.provider import Provider
+from cloudgpu.provider import Capabilities, Provider
 from cloudgpu.spec.model import DataItem, JobSpec
 
 Warn = Callable[[str], None]
@@ -42,12 +43,20 @@ class OfferSources:
     provider_regions: Mapping[str, Sequence[str]] = field(default_factory=dict)
     default_providers: Sequence[str] = ()  # [defaults] providers in config.toml
     configured: Sequence[str] = ()  # providers with a [providers.NAME] table
+    # A plugin's capabilities by name (its class; default: ask an instance).
+    capabilities: Callable[[str], Capabilities] | None = None
+
+    def caps(self, name: str) -> Capabilities:
+        if self.capabilities is not None:
+            return self.capabilities(name)
+        return self.provider(name).capabilities
 
 
 @dataclass
 class Gathered:
     offers: list[Offer] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # providers skipped, and why
+    left_out: list[str] = field(default_factory=list)  # offers no launch could use, and why
 
 
 @dataclass
@@ -133,6 +142,20 @@ def gather_offers(job: JobSpec, sources: OfferSources, *, all_providers: bool = 
             from_catalog.append(name)
     if from_catalog:
         out.offers += sources.catalog(from_catalog)
+    return _buyable(out, sources)
+
+
+def _buyable(out: Gathered, sources: OfferSources) -> Gathered:
+    """Leave out the spot offers of providers that create no spot instances (a bundled
+    table may still list a retired spot market): the launch could only fail over them."""
+    spot = Counter(o.provider for o in out.offers if o.market == "spot")
+    no_spot = {name for name in spot if not sources.caps(name).spot}
+    if no_spot:
+        out.offers = [o for o in out.offers if not (o.market == "spot" and o.provider in no_spot)]
+        out.left_out += [
+            f"{name}: {spot[name]} spot offer(s) left out (it creates no spot instances)"
+            for name in sorted(no_spot)
+        ]
     return out
 
 

@@ -68,12 +68,8 @@ class AWSProvider(Provider):
     capabilities: ClassVar[Capabilities] = Capabilities(
         startup_s=240.0,  # create -> ready: VM boot, SSH, driver and image setup
         spot=True,
-        stop=True,
         multi_node=True,  # nodes in a cluster placement group, EFA where the type has it
         preemption_notice=True,  # on the instance: IMDSv2 spot/instance-action
-        local_nvme=True,
-        idempotent_create=True,
-        remote=True,
         billing_granularity_s=1,
         minimum_billed_s=60,  # Linux instances: per second, one-minute minimum
         notice_poll_s=5.0,  # describe_spot_instance_requests from outside, the fallback

@@ -87,8 +87,6 @@ class AzureProvider(Provider):
         startup_s=360.0,  # create -> ready: a resource group, its network and a VM
         spot=True,
         preemption_notice=True,  # Scheduled Events "Preempt", read by watchers/azure.sh
-        local_nvme=True,
-        idempotent_create=True,  # PUT by name: a retried create converges (deploy.py)
         # "We charge per full minute your VM runs" (azure.microsoft.com knowledge center,
         # read 2026-12-01).
         billing_granularity_s=60,
@@ -261,7 +259,7 @@ class AzureProvider(Provider):
         return self._instance(group, tags, created.vm, created.public_ip, key_file)
 
     def _ssh_cidr(self, request: CreateRequest) -> str:
-        raw = request.options.get("ssh_cidr") or self.ctx.config.get("ssh_cidr")
+        raw = self.ctx.config.get("ssh_cidr")
         if raw:
             try:
                 return normalized_cidr(raw)

@@ -92,7 +92,7 @@ def offer_file() -> OfferFile:
 
 class ColabProvider(Provider):
     name: ClassVar[str] = PROVIDER
-    capabilities: ClassVar[Capabilities] = Capabilities(remote=True)
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     def availability(self) -> Availability:
         return Availability(False, NO_API)

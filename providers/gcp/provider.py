@@ -66,11 +66,7 @@ class GCPProvider(Provider):
     capabilities: ClassVar[Capabilities] = Capabilities(
         startup_s=240.0,  # create -> ready: VM boot, SSH, driver and image setup
         spot=True,
-        stop=True,
         preemption_notice=True,  # metadata instance/preempted (templates/watchers/gcp.sh)
-        local_nvme=True,
-        idempotent_create=True,  # requestId
-        remote=True,
         billing_granularity_s=1,
         minimum_billed_s=60,
         disposable=True,  # a fresh VM per job, deleted at teardown
@@ -366,7 +362,7 @@ class GCPProvider(Provider):
         )
 
     def _ssh_cidr(self, request: CreateRequest) -> str:
-        explicit = request.options.get("ssh_cidr") or self.ctx.config.get("ssh_cidr")
+        explicit = self.ctx.config.get("ssh_cidr")
         if explicit:
             try:
                 return normalized_cidr(explicit)

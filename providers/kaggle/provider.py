@@ -67,8 +67,6 @@ class KaggleProvider(Provider):
     capabilities: ClassVar[Capabilities] = Capabilities(
         spot=False,
         preemption_notice=False,
-        idempotent_create=True,  # the slug encodes the idempotency key
-        remote=True,
         batch=True,
         billing_granularity_s=1,
     )

@@ -88,9 +88,7 @@ def unschedulable(pod: Mapping[str, Any]) -> str | None:
 
 class KubernetesProvider(Provider):
     name: ClassVar[str] = NAME
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        multi_node=True, idempotent_create=True, remote=True, local_nvme=True
-    )
+    capabilities: ClassVar[Capabilities] = Capabilities(multi_node=True)
 
     @cached_property
     def settings(self) -> Settings | None:

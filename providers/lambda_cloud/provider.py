@@ -70,10 +70,7 @@ class LambdaProvider(Provider):
     capabilities: ClassVar[Capabilities] = Capabilities(
         startup_s=300.0,  # create -> ready: a VM; Lambda boots take a few minutes
         spot=False,  # Lambda sells no spot/interruptible capacity
-        stop=False,  # instances can only be terminated
         preemption_notice=False,
-        idempotent_create=True,  # emulated: the key is encoded in the instance name
-        remote=True,
         billing_granularity_s=60,
         # Not disposable: powering off does not end billing, and the root disk is the only
         # local disk, so the bootstrap has nothing to format and nothing to gain.

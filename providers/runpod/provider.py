@@ -79,12 +79,9 @@ class RunPodProvider(Provider):
     capabilities: ClassVar[Capabilities] = Capabilities(
         startup_s=180.0,  # create -> ready: a container pulled and started on a host
         spot=False,  # spot pods are being retired (REFERENCE.md section 7)
-        stop=True,
         # No spot notice; host maintenance windows (machine.maintenanceStart) are the one
         # advance warning RunPod publishes, read by preemption_notice() and the watcher.
         preemption_notice=True,
-        idempotent_create=True,  # emulated: the token travels in the pod's tags
-        remote=True,
         billing_granularity_s=1,
         # Not disposable: a pod is a container on a shared host; there is no NVMe to
         # format and nothing to power off (the deadline is armed by the pod's command).

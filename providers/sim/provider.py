@@ -79,9 +79,6 @@ class SimProvider(Provider):
         multi_node=True,  # instances share this host's loopback: they reach each other
         preemption_notice=True,
         notice_poll_s=0.0,  # its notice is a local file: read it every watch poll
-        local_nvme=True,
-        idempotent_create=True,
-        remote=True,
         billing_granularity_s=1,
         lease_tags=True,
     )

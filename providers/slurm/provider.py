@@ -75,9 +75,6 @@ class SlurmProvider(Provider):
     name: ClassVar[str] = NAME
     capabilities: ClassVar[Capabilities] = Capabilities(
         multi_node=True,
-        idempotent_create=True,
-        remote=True,
-        local_nvme=True,
         billing_granularity_s=1,
     )
 

@@ -82,10 +82,7 @@ class VastProvider(Provider):
     capabilities: ClassVar[Capabilities] = Capabilities(
         startup_s=300.0,  # create -> ready: a marketplace container, image pull included
         spot=True,  # interruptible (bid) instances
-        stop=True,
         preemption_notice=False,  # Vast gives none; an outbid instance is just stopped
-        idempotent_create=True,  # emulated: the key travels in the instance label
-        remote=True,
         billing_granularity_s=1,
         disposable=False,  # a container on someone's host: nothing to format or power off
     )

@@ -20,7 +20,14 @@ from cloudgpu.data.select import Selector
 from cloudgpu.errors import ConfigError
 from cloudgpu.paths import Paths
 from cloudgpu.planner.choose import OfferSources, gather_offers, local_data_bytes, plan_job
-from cloudgpu.provider import Availability, CreateRequest, Instance, Provider, ProviderContext
+from cloudgpu.provider import (
+    Availability,
+    Capabilities,
+    CreateRequest,
+    Instance,
+    Provider,
+    ProviderContext,
+)
 from cloudgpu.registry import Registry
 from cloudgpu.spec import parse_job
 from cloudgpu.spec.model import DataItem, JobSpec
@@ -220,3 +227,19 @@ def test_startup_guesses_come_from_the_providers_own_capabilities(
     for name, hours in by_provider.items():
         declared = registry.provider_class(name).capabilities.startup_s
         assert hours == pytest.approx(declared / 3600, rel=1e-3), name
+
+
+def test_spot_offers_of_a_provider_without_spot_are_left_out() -> None:
+    """RunPod's bundled table still lists spot rows its plugin cannot buy: the plan leaves
+    them out (Capabilities.spot), saying so, instead of failing over each at launch."""
+    spot = offer("aws", "g6.xlarge", "L4", 1, 24, 0.2, market="spot")
+
+    def catalog(names: Sequence[str]) -> list[Offer]:
+        return [o for o in [*CLOUD, spot] if o.provider in names]
+
+    src = sources(catalog=catalog)  # _Aws has no spot capability
+    got = gather_offers(job(), src)
+    assert spot not in got.offers and len(got.offers) == 3  # two aws + local
+    assert got.left_out == ["aws: 1 spot offer(s) left out (it creates no spot instances)"]
+    with_spot = sources(catalog=catalog, capabilities=lambda n: Capabilities(spot=True))
+    assert spot in gather_offers(job(), with_spot).offers

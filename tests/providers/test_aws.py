@@ -25,7 +25,16 @@ from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import CapacityError, ConfigError, NotFoundError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_EXPIRES, TAG_JOB, TAG_OWNER, CreateRequest, InstanceState
-from tests.providers.aws_fixtures.servers import capacity_proxy, ec2_server, free_port, serve
+from cloudgpu.testing import ProviderContract
+from tests.providers.aws_fixtures.servers import (
+    capacity_proxy,
+    ec2_server,
+    free_port,
+    load_products,
+    pricing_replay,
+    serve,
+    url_of,
+)
 from tests.providers.aws_fixtures.setup import (
     DLAMI_NAME,
     ec2_client,
@@ -33,7 +42,6 @@ from tests.providers.aws_fixtures.setup import (
     offer,
     register_dlami,
 )
-from tests.providers.contract import ProviderContract
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +58,13 @@ def provider(moto_url: str, paths: Paths, tmp_path: Path) -> AWSProvider:
 
 class TestAWSContract(ProviderContract):
     provider_name = "aws"
+
+    @pytest.fixture
+    def provider(self, moto_url: str, paths: Paths, tmp_path: Path) -> Iterator[AWSProvider]:
+        """With the Price List API replayed too, so its live offers are checked (moto has
+        no pricing service)."""
+        with pricing_replay(load_products()) as srv:
+            yield make_provider(moto_url, paths, str(tmp_path), pricing_endpoint_url=url_of(srv))
 
     @pytest.fixture
     def offer(self) -> Offer:

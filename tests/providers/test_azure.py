@@ -4,8 +4,12 @@ the shared contract, what create() sends, error mapping, cleanup, paging, evicti
 from __future__ import annotations
 
 import base64
+import json
+import ssl
 import stat
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,9 +35,10 @@ from cloudgpu.provider import (
     InstanceState,
     ProviderContext,
 )
+from cloudgpu.testing import ProviderContract
 from tests.fixtures.azure.fake_arm import FakeArm, provider_config
-from tests.fixtures.azure.support import StaticToken
-from tests.providers.contract import ProviderContract
+from tests.fixtures.azure.fake_retail import FakeRetail
+from tests.fixtures.azure.support import TOKEN, StaticToken
 
 A100 = "Standard_NC24ads_A100_v4"
 H100 = "Standard_ND96isr_H100_v5"
@@ -82,8 +87,10 @@ class TestAzureContract(ProviderContract):
     provider_name = "azure"
 
     @pytest.fixture
-    def provider(self, arm: FakeArm, paths: Paths) -> AzureProvider:
-        return make_provider(arm, paths)
+    def provider(self, arm: FakeArm, paths: Paths) -> Iterator[AzureProvider]:
+        """With the Retail Prices API replayed too, so its live offers are checked."""
+        with FakeRetail() as retail:
+            yield make_provider(arm, paths, retail_prices_url=retail.url)
 
     @pytest.fixture
     def offer(self) -> Offer:
@@ -319,3 +326,33 @@ def test_preemption_notice_sees_an_evicted_spot_vm(arm: FakeArm, paths: Paths) -
     on_demand = provider.create(request("job-od"))
     assert provider.preemption_notice(on_demand) is None
     provider.terminate(on_demand.id)
+
+
+def _arm_put(arm: FakeArm, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    ctx = ssl.create_default_context(cafile=arm.ca_bundle)
+    req = urllib.request.Request(
+        f"{arm.base_url}{path}?api-version=2024-07-01",
+        data=json.dumps(body).encode(),
+        method="PUT",
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
+            return resp.status, json.loads(resp.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+def test_the_fake_refuses_a_resource_type_arm_does_not_have(arm: FakeArm) -> None:
+    """A strict fake: a misspelt type or namespace is ARM's InvalidResourceType, not a
+    resource quietly made from some other template."""
+    sub = f"/subscriptions/{arm.subscription}/resourceGroups/rg1"
+    assert _arm_put(arm, sub, {"location": "eastus"})[0] in (200, 201)
+    for bad in ("Microsoft.Network/virtualNetworkz/vnet", "Microsoft.Computer/virtualMachines/vm"):
+        status, body = _arm_put(arm, f"{sub}/providers/{bad}", {"location": "eastus"})
+        assert status == 404 and body["error"]["code"] == "InvalidResourceType", body
+        assert "could not be found in the namespace" in body["error"]["message"]
+    ok = _arm_put(arm, f"{sub}/providers/Microsoft.Network/virtualNetworks/vnet", {
+        "location": "eastus", "properties": {"addressSpace": {"addressPrefixes": ["10.0.0.0/16"]}},
+    })  # fmt: skip
+    assert ok[0] in (200, 201), ok

@@ -11,7 +11,7 @@ from cloudgpu.catalog.offer import FLAG_FREE_TIER, Offer
 from cloudgpu.errors import ConfigError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import Provider, ProviderContext
-from tests.providers.contract import ProviderContract
+from cloudgpu.testing import ProviderContract
 
 
 @pytest.fixture

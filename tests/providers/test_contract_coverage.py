@@ -7,7 +7,7 @@ import pkgutil
 from importlib.metadata import entry_points
 
 import tests.providers as pkg
-from tests.providers.contract import SUBCLASSES
+from cloudgpu.testing import SUBCLASSES
 
 
 def test_every_registered_provider_has_a_contract_suite() -> None:

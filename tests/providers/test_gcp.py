@@ -26,9 +26,9 @@ from cloudgpu.errors import (
 )
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_JOB, InstanceState, ProviderContext
+from cloudgpu.testing import ProviderContract
 from tests.backoff import jittered
 from tests.fixtures.gcp.server import FakeGCP
-from tests.providers.contract import ProviderContract
 
 SKU = {  # unit prices in tests/fixtures/gcp/skus_list.json
     "a2_core": 0.031611,

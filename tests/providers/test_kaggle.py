@@ -22,9 +22,9 @@ from cloudgpu.catalog.offer import FLAG_FREE_TIER, Offer
 from cloudgpu.errors import ProviderError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import InstanceState, ProviderContext
+from cloudgpu.testing import ProviderContract
 from tests.fixtures.kaggle.server import KEY, TOKEN, USER, FakeKaggle
 from tests.lifecycle.helpers import cli_proc, job_file, main_exit, store, wait_for
-from tests.providers.contract import ProviderContract
 from tests.providers.lifecycle_kit import write_config
 
 pytest.importorskip("kagglesdk")

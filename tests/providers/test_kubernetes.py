@@ -21,10 +21,10 @@ from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import AuthError, CapacityError, ConfigError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_INSTANCE, TAG_JOB, TAG_OWNER, InstanceState, ProviderContext
+from cloudgpu.testing import ProviderContract
 from tests.fixtures.kubernetes.apiserver import FakeKubeAPI
 from tests.fixtures.kubernetes.cluster import can_run
 from tests.lifecycle.helpers import TEMPLATES, job_file, main_exit, store, wait_for
-from tests.providers.contract import ProviderContract
 
 pytestmark = pytest.mark.skipif(can_run() is not None, reason=str(can_run()))
 

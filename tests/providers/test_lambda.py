@@ -23,8 +23,8 @@ from cloudgpu.provider import (
     ProviderContext,
 )
 from cloudgpu.sshkeys import ensure_keypair
+from cloudgpu.testing import ProviderContract
 from tests.backoff import jittered
-from tests.providers.contract import ProviderContract
 
 # `lambda` is a keyword, so the fixture folder can't appear in an import statement.
 FakeLambda = importlib.import_module("tests.fixtures.lambda.server").FakeLambda

@@ -15,7 +15,7 @@ from cloudgpu.builtin.local import LocalProvider
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_JOB, InstanceState, ProviderContext
-from tests.providers.contract import ProviderContract
+from cloudgpu.testing import ProviderContract
 
 
 def make_local(paths: Paths, **config: object) -> LocalProvider:

@@ -15,9 +15,9 @@ from cloudgpu.catalog.offer import FLAG_UNKNOWN_GPU, Offer
 from cloudgpu.errors import AuthError, CapacityError, TransientError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_INSTANCE, TAG_JOB, InstanceState, ProviderContext
+from cloudgpu.testing import ProviderContract
 from tests.backoff import jittered
 from tests.fixtures.runpod.server import FakeRunPod
-from tests.providers.contract import ProviderContract
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from cloudgpu_providers.runpod import RunPodProvider
 
 from cloudgpu.paths import Paths
 from cloudgpu.provider import ProviderContext
+from cloudgpu.testing import ProviderContract
 from tests.fixtures.runpod.server import FakeRunPod
-from tests.providers.contract import ProviderContract
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from cloudgpu.errors import CapacityError, ConfigError, HostKeyError, RemoteErro
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_JOB, CreateRequest, Instance, InstanceState, ProviderContext
 from cloudgpu.remote import Machine, connect
-from tests.providers.contract import ProviderContract
+from cloudgpu.testing import ProviderContract
 
 SimFactory = Callable[..., SimProvider]
 

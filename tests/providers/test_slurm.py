@@ -20,10 +20,10 @@ from cloudgpu.errors import CapacityError, ConfigError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_JOB, TAG_OWNER, InstanceState, ProviderContext
 from cloudgpu.remote import connect
+from cloudgpu.testing import ProviderContract
 from tests.fixtures.slurm import SlurmCluster, slurm_cluster
 from tests.lifecycle.helpers import TEMPLATES, job_file, main_exit, store, wait_for
 from tests.lifecycle.test_multinode import ALLREDUCE, HAS_TORCH, VENV_BIN
-from tests.providers.contract import ProviderContract
 
 __all__ = ["slurm_cluster"]  # the session fixture, imported for pytest
 

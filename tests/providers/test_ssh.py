@@ -17,8 +17,8 @@ from cloudgpu.errors import CapacityError, ConfigError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import InstanceState, ProviderContext
 from cloudgpu.remote import connect
+from cloudgpu.testing import ProviderContract
 from tests.lifecycle.helpers import TEMPLATES, job_file, main_exit, store, wait_for
-from tests.providers.contract import ProviderContract
 from tests.remote.sshd import SSHDServer, free_port, start_sshd
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH")

@@ -20,9 +20,9 @@ from cloudgpu.errors import AuthError, CapacityError, ConfigError, QuotaError, T
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_INSTANCE, TAG_JOB, TAG_OWNER, InstanceState, ProviderContext
 from cloudgpu.sshkeys import ensure_keypair
+from cloudgpu.testing import ProviderContract
 from tests.backoff import jittered
 from tests.fixtures.vast.server import FakeVast
-from tests.providers.contract import ProviderContract
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ offers (``slots`` machines of one shape, priced from config), creates and termin
 "instances" (folders with a small JSON record), finds them by tag, honours the
 idempotency token, says when it has no capacity (all slots busy) so the lifecycle fails
 over, and never raises for an instance that is gone. Jobs run as local processes in the
-folder (``capabilities.remote = False``), so no SSH is needed.
+folder (the Instance has a ``workdir`` and no ``ssh``), so no SSH is needed.
 
 Config (``[providers.scratch]`` in cloudgpu's config.toml): ``enabled = true`` (it is
 off by default), ``slots`` (default 1), ``price_per_hour`` (default 0.1).
@@ -37,9 +37,7 @@ RECORD = "instance.json"
 
 class ScratchProvider(Provider):
     name: ClassVar[str] = "scratch"
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        remote=False, local_nvme=True, idempotent_create=True
-    )
+    capabilities: ClassVar[Capabilities] = Capabilities(startup_s=0.0)
 
     # -- discovery -------------------------------------------------------------------
 

@@ -7,16 +7,15 @@ from pathlib import Path
 
 import pytest
 
-testing = pytest.importorskip("cloudgpu.testing", reason="cloudgpu without cloudgpu.testing")
+from cloudgpu.catalog.offer import Offer
+from cloudgpu.config import Config
+from cloudgpu.paths import default_paths
+from cloudgpu.provider import Provider
+from cloudgpu.registry import Registry
+from cloudgpu.testing import ProviderContract
 
-from cloudgpu.catalog.offer import Offer  # noqa: E402
-from cloudgpu.config import Config  # noqa: E402
-from cloudgpu.paths import default_paths  # noqa: E402
-from cloudgpu.provider import Provider  # noqa: E402
-from cloudgpu.registry import Registry  # noqa: E402
 
-
-class TestScratchContract(testing.ProviderContract):
+class TestScratchContract(ProviderContract):
     provider_name = "scratch"
 
     @pytest.fixture

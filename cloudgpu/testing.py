@@ -1,0 +1,168 @@
+"""The shared provider contract suite, for every provider plugin: built-in or third-party.
+
+Subclass :class:`ProviderContract` in your plugin's tests and supply two fixtures:
+
+* ``provider``: a ready Provider talking to real local parts (a loopback HTTP server
+  replaying your API's documented answers, a sandbox account, moto, a local sshd), never
+  a mock of your own making;
+* ``offer``: an Offer that provider can create right now.
+
+The suite checks the name and capabilities, availability, the offer invariants (over the
+provider's own offers, its live offers where it has a price API, and its rows in the
+bundled catalog), create -> describe -> list by tag -> terminate (verified, idempotent)
+and that an unknown id describes as gone. It needs pytest (``pip install
+'cloudgpu[dev]'`` or your own pytest); importing cloudgpu never imports this module.
+docs/providers.md walks through a plugin that uses it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+
+import pytest
+
+from cloudgpu.batch import BatchJob
+from cloudgpu.catalog import snapshot
+from cloudgpu.catalog.catalog import snapshot_path
+from cloudgpu.catalog.offer import FLAG_FREE_TIER, FLAG_UNKNOWN_GPU, MARKETS, Offer
+from cloudgpu.provider import (
+    TAG_EXPIRES,
+    TAG_JOB,
+    TAG_OWNER,
+    Availability,
+    Capabilities,
+    CreateRequest,
+    Instance,
+    InstanceState,
+    Provider,
+)
+from cloudgpu.registry import has_live_prices
+
+SUBCLASSES: list[type] = []  # every suite defined, so a coverage test can find the gaps
+
+
+def bundled_offers(name: str) -> list[Offer]:
+    """The provider's rows in cloudgpu's bundled catalog snapshot ([] when it has none)."""
+    path = snapshot_path(name)
+    return snapshot.read(path).offers if path.is_file() else []
+
+
+def offer_problems(o: Offer, name: str, caps: Capabilities, *, bundled: bool = False) -> list[str]:
+    """What is wrong with one offer of provider ``name`` ([] when nothing is).
+
+    A bundled table may list a market the plugin cannot buy (RunPod's retired spot rows):
+    the planner leaves those out, so the spot rule is checked for the plugin's own offers
+    only."""
+    free = FLAG_FREE_TIER in o.flags
+    known = FLAG_UNKNOWN_GPU not in o.flags
+    checks = {
+        f"provider {o.provider!r}, not {name!r}": o.provider == name,
+        f"market {o.market!r}": o.market in MARKETS,
+        "no instance type": bool(o.instance_type),
+        f"GPU {o.gpu!r} x {o.gpu_count}": o.gpu_count >= 1 and bool(o.gpu),
+        f"price {o.price_per_hour!r}": math.isfinite(o.price_per_hour)
+        and (o.price_per_hour > 0 or (free and o.price_per_hour == 0)),
+        "free tier without session_hours": not free or "session_hours" in o.extra,
+        f"GPU memory {o.gpu_memory_gb!r}": o.gpu_memory_gb > 0 or not known,
+        f"vCPUs {o.vcpus!r}, RAM {o.memory_gb!r}": o.vcpus > 0 and o.memory_gb > 0,
+        f"NVMe {o.nvme_count} x {o.nvme_size_gb}": o.nvme_count >= 0 and o.nvme_size_gb >= 0,
+        "no observed_at": bool(o.observed_at),
+        "spot offer, but capabilities.spot is False": bundled or o.market != "spot" or caps.spot,
+    }
+    return [f"{o.key}: {what}" for what, ok in checks.items() if not ok]
+
+
+class ProviderContract:
+    provider_name: str = ""
+    # Seconds to wait for an instance to leave PENDING in wait_running().
+    ready_timeout: float = 60.0
+
+    def __init_subclass__(cls, **kw: object) -> None:
+        super().__init_subclass__(**kw)
+        SUBCLASSES.append(cls)
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def request(self, offer: Offer, job: str | None = None) -> CreateRequest:
+        job = job or f"contract-{uuid.uuid4().hex[:8]}"
+        return CreateRequest(
+            offer=offer,
+            name=job,
+            tags={
+                TAG_JOB: job,
+                TAG_OWNER: "contract-test",
+                TAG_EXPIRES: str(int(time.time()) + 3600),
+            },
+            ssh_public_key="",
+            idempotency_token=uuid.uuid4().hex,
+            deadline=time.time() + 3600,
+            # Batch providers take the job itself; a run long enough to be seen running.
+            batch=BatchJob(job_id=job, setup="", run="sleep 60"),
+        )
+
+    def wait_running(self, provider: Provider, instance_id: str) -> Instance:
+        deadline = time.monotonic() + self.ready_timeout
+        inst = provider.describe(instance_id)
+        while inst.state == InstanceState.PENDING and time.monotonic() < deadline:
+            time.sleep(0.2)
+            inst = provider.describe(instance_id)
+        return inst
+
+    # -- the contract ----------------------------------------------------------------
+
+    def test_name_and_capabilities(self, provider: Provider) -> None:
+        assert provider.name == self.provider_name
+        assert isinstance(provider.capabilities, Capabilities)
+
+    def test_availability(self, provider: Provider) -> None:
+        av = provider.availability()
+        assert isinstance(av, Availability)
+        assert av.enabled, av.reason
+        assert av.reason
+
+    def test_offer_invariants(self, provider: Provider) -> None:
+        """Every offer the provider can produce, from each of its sources, is sane; a
+        provider with no offers from any source fails (the check would prove nothing)."""
+        caps = provider.capabilities
+        own = list(provider.offers())
+        live = provider.fetch_offers() if has_live_prices(provider) else []
+        bundled = bundled_offers(provider.name)
+        assert own or live or bundled, f"{provider.name}: no offers from any source to check"
+        problems = [p for o in [*own, *live] for p in offer_problems(o, provider.name, caps)]
+        problems += [
+            p for o in bundled for p in offer_problems(o, provider.name, caps, bundled=True)
+        ]
+        assert not problems, "\n".join(problems[:20])
+
+    def test_create_describe_list_terminate(self, provider: Provider, offer: Offer) -> None:
+        req = self.request(offer)
+        inst = provider.create(req)
+        try:
+            assert inst.provider == self.provider_name
+            assert inst.id
+            for k, v in req.tags.items():
+                assert inst.tags.get(k) == v
+            running = self.wait_running(provider, inst.id)
+            assert running.state == InstanceState.RUNNING
+            here = bool(running.workdir) or provider.capabilities.batch
+            if not here and provider.open_machine(running) is None:
+                assert running.ssh is not None and running.ssh.host  # reachable somehow
+            found = provider.list_instances({TAG_JOB: req.tags[TAG_JOB]})
+            assert [i.id for i in found] == [inst.id]
+            assert provider.list_instances({TAG_JOB: "no-such-job"}) == []
+        finally:
+            provider.terminate(inst.id)
+        gone = provider.describe(inst.id)
+        assert gone.state.is_gone
+        assert provider.list_instances({TAG_JOB: req.tags[TAG_JOB]}) == []
+        provider.terminate(inst.id)  # idempotent
+
+    def test_describe_unknown_is_terminated(self, provider: Provider) -> None:
+        assert provider.describe("cgpu-does-not-exist-0000").state.is_gone
+
+
+@pytest.fixture
+def unique_job() -> str:
+    return f"t-{uuid.uuid4().hex[:8]}"
