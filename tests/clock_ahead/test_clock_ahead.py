@@ -31,9 +31,7 @@ AHEAD = [
     "tests/providers/test_aws_lifecycle.py",
     "tests/providers/test_gcp_lifecycle.py",
     "tests/providers/test_azure_lifecycle.py",
-    "tests/providers/test_lambda_lifecycle.py",
-    "tests/providers/test_runpod_lifecycle.py",
-    "tests/providers/test_vast_lifecycle.py",
+    "tests/providers/test_api_clouds_lifecycle.py",  # Lambda, RunPod, Vast
     "tests/providers/test_kaggle.py",
     "tests/costs/test_billing.py",
     "tests/lifecycle/test_notice.py",

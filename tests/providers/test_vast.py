@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 from cloudgpu_providers.vast import VastProvider
 from cloudgpu_providers.vast.instances import decode_label, destroy_self_command, encode_label
+from cloudgpu_providers.vast.offers import place_name
 
+from cloudgpu.catalog.catalog import load_catalog
 from cloudgpu.catalog.offer import FLAG_UNKNOWN_GPU, Offer
 from cloudgpu.errors import AuthError, CapacityError, ConfigError, QuotaError, TransientError
-from cloudgpu.paths import Paths
+from cloudgpu.paths import Paths, default_paths
 from cloudgpu.provider import TAG_INSTANCE, TAG_JOB, TAG_OWNER, InstanceState, ProviderContext
 from cloudgpu.sshkeys import ensure_keypair
 from cloudgpu.testing import ProviderContract
@@ -301,3 +303,12 @@ def test_instance_destroys_itself_with_its_scoped_key(
     subprocess.run([shell, "-c", script], env=env, check=True, timeout=60)
     assert fake.instances == {}
     assert provider.describe(inst.id).state == InstanceState.TERMINATED
+
+
+def test_place_names_drop_empty_parts_live_and_in_the_snapshot() -> None:
+    assert place_name(", US, NA") == "US, NA"
+    assert place_name("Czechia, CZ") == "Czechia, CZ"
+    assert place_name(None) == place_name(" , ") == "unknown"
+    paths = default_paths({"CLOUDGPU_HOME": "/nonexistent-cloudgpu-home"})
+    regions = {o.region for o in load_catalog(paths, ["vast"], warn=None).offers}
+    assert regions and not any(r.startswith(",") or ", ," in r for r in regions)
