@@ -12,7 +12,7 @@ import pytest
 from cloudgpu_providers.runpod import RunPodProvider
 
 from cloudgpu.catalog.offer import FLAG_UNKNOWN_GPU, Offer
-from cloudgpu.errors import AuthError, CapacityError, TransientError
+from cloudgpu.errors import AuthError, CapacityError, ProviderError, TransientError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_INSTANCE, TAG_JOB, InstanceState, ProviderContext
 from cloudgpu.testing import ProviderContract
@@ -269,6 +269,21 @@ def test_snapshot_offer_finds_gpu_type_and_data_center(
     assert sent["gpuTypeId"] == "NVIDIA RTX A6000" and sent["cloudType"] == "COMMUNITY"
     assert sent["dataCenterId"] == "CA-MTL-1" and sent["minVcpuCount"] == 8
     provider.terminate(inst.id)
+
+
+def test_the_fake_refuses_a_gpu_type_or_count_runpod_does_not_have(
+    provider: RunPodProvider, fake: FakeRunPod, offer: Offer
+) -> None:
+    """A strict fake: a misspelt gpuTypeId or more GPUs than the type has is refused, a
+    plain error (not "no capacity", which would fail over and hide the bug), no pod made."""
+    typo = replace(offer, extra={**offer.extra, "gpu_type_id": "NVIDIA A100 80GB PCIE"})
+    with pytest.raises(ProviderError, match=r"input\.gpuTypeId") as exc:
+        provider.create(ProviderContract().request(typo))
+    assert not isinstance(exc.value, CapacityError)
+    too_many = replace(offer, instance_type="9x_A100-80GB-PCIe_SECURE", gpu_count=9)
+    with pytest.raises(ProviderError, match=r"input\.gpuCount"):
+        provider.create(ProviderContract().request(too_many))
+    assert fake.pods == {}
 
 
 def test_no_deadline_means_image_default_command(
