@@ -41,6 +41,7 @@ from cloudgpu.provider import (
     Instance,
     Provider,
 )
+from cloudgpu.retry import Backoff, Retry, retrying
 from cloudgpu.spec.fields import Node, number
 from cloudgpu.sshkeys import key_pair
 
@@ -65,7 +66,7 @@ API_KEY = ApiKeySource(
 )
 
 
-DEPLOY_ATTEMPTS = 3
+DEPLOY_BACKOFF = Backoff(attempts=3, base_s=2.0, max_s=10.0)  # sends of one deploy, at most
 
 
 class RunPodProvider(Provider):
@@ -144,23 +145,34 @@ class RunPodProvider(Provider):
             ),
             data_center_id=self._data_center(request.offer),
         )
-        for attempt in range(1, DEPLOY_ATTEMPTS + 1):
-            try:
-                data = client.query(pods.M_DEPLOY, {"input": payload})
-                break
-            except TransientError:
-                # The deploy may have landed before the answer was lost: find it by its
-                # token; send it again only once it is known not to have.
-                found = self._find_by_token(client, request.idempotency_token)
-                if found is not None:
-                    return found
-                if attempt == DEPLOY_ATTEMPTS or not request.idempotency_token:
-                    raise
-                self.ctx.sleep(2.0 * attempt)
+        sent = self._deploy(client, request.idempotency_token, payload)
+        if isinstance(sent, Instance):
+            return sent
+        data = sent
         pod = data.get("podFindAndDeployOnDemand")
         if not pod:
             raise CapacityError("RunPod deployed no pod for this offer", provider=PROVIDER)
         return self._instance(pod, str(pod.get("id")), str(key_file) if key_file else None)
+
+    def _deploy(
+        self, client: GraphQLClient, token: str, payload: dict[str, Any]
+    ) -> dict[str, Any] | Instance:
+        """The deploy's answer, or the pod it made when the answer was lost. A deploy may
+        land before its answer is lost: it is looked for by its token and sent again only
+        once it is known not to have (never without a token to look for)."""
+
+        def send() -> dict[str, Any] | Instance:
+            try:
+                return client.query(pods.M_DEPLOY, {"input": payload})
+            except TransientError as exc:
+                found = self._find_by_token(client, token)
+                if found is not None:
+                    return found
+                if not token:
+                    raise
+                raise Retry(exc) from exc
+
+        return retrying(send, DEPLOY_BACKOFF, sleep=self.ctx.sleep)
 
     def describe(self, instance_id: str) -> Instance:
         try:

@@ -201,6 +201,23 @@ def test_a_deploy_that_did_not_land_is_sent_again_after_checking(
     provider.terminate(inst.id)
 
 
+def test_a_deploy_failed_before_landing_is_sent_again_with_jittered_waits(
+    provider: RunPodProvider, fake: FakeRunPod, offer: Offer
+) -> None:
+    """Two gateway errors before RunPod acted: each time no pod carries the token, so the
+    deploy is sent again after cloudgpu.retry's jittered wait; a third would give up."""
+    fake.before_deploy = [502, 504]
+    inst = provider.create(ProviderContract().request(offer))
+    assert list(fake.pods) == [inst.id]
+    assert fake.operations().count("podFindAndDeployOnDemand") == 3
+    assert jittered(provider.sleeps, [2.0, 4.0])  # type: ignore[attr-defined]
+    provider.terminate(inst.id)
+    fake.before_deploy = [502, 502, 502]
+    with pytest.raises(TransientError):
+        provider.create(ProviderContract().request(offer))
+    assert fake.pods == {}
+
+
 def test_states_follow_the_pod(provider: RunPodProvider, fake: FakeRunPod, offer: Offer) -> None:
     fake.boot_polls = 2
     inst = provider.create(ProviderContract().request(offer))
