@@ -189,6 +189,7 @@ def plan_job(
         runs=runs,
         data_bytes=data_bytes,
         provider_regions=sources.provider_regions,
+        capabilities=sources.caps,
     )
     return Choice(job, result, gathered, registry, sources.provider_regions, all_providers)
 

@@ -21,12 +21,13 @@ loads them.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from cloudgpu.catalog.gpus import GpuRegistry, GpuSpec, usable_gib
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.catalog.requirements import from_resources
+from cloudgpu.costs import billing
 from cloudgpu.errors import ConfigError
 from cloudgpu.planner.calibrate import RunHistory
 from cloudgpu.planner.fit import (
@@ -45,6 +46,7 @@ from cloudgpu.planner.overhead import (
 )
 from cloudgpu.planner.sessions import is_free_tier, session_plan
 from cloudgpu.planner.workload import Workload, parse_workload
+from cloudgpu.provider import Capabilities
 from cloudgpu.spec.model import JobSpec, Limits
 
 OBJECTIVES = ("cheapest", "fastest", "hourly")
@@ -136,6 +138,9 @@ class _Context:
     num_nodes: int
     has_checkpoint: bool = False
     cache: Estimates = field(default_factory=Estimates)
+    # A provider's capabilities by name: how it bills (granularity, minimum), so the
+    # estimated cost is what the watcher and status will charge (cloudgpu.costs.billing).
+    caps_of: Callable[[str], Capabilities] = field(default=lambda name: _per_second(name))
 
     def spec(self, gpu: str) -> GpuSpec | None:
         return self.registry.spec(gpu)
@@ -220,7 +225,8 @@ def _costed(ctx: _Context, offer: Offer, est: ShapeEstimate) -> Candidate:
     hours = compute + staging + startup_s / 3600.0 + spot
     cand.stall_fraction, cand.staging_hours = stall, staging
     cand.startup_hours, cand.spot_penalty_hours = startup_s / 3600.0, spot
-    cand.est_hours, cand.est_cost = hours, hours * price
+    cand.est_hours = hours
+    cand.est_cost = billing.estimate(price, hours, ctx.caps_of(offer.provider))
     cand.est_gpu_hours = hours * offer.gpu_count * ctx.num_nodes
     cand.tokens_per_s = _tokens(w) / (compute * 3600.0) if compute > 0 else None
     return cand
@@ -287,6 +293,10 @@ def _sort_key(objective: str, c: Candidate) -> tuple[float, float, float, str]:
     return (c.price_per_hour, cost, hours, c.offer.key)
 
 
+def _per_second(name: str) -> Capabilities:
+    return Capabilities()
+
+
 def plan(
     job: JobSpec,
     offers: Sequence[Offer],
@@ -298,10 +308,12 @@ def plan(
     data_bytes: int | None = None,
     provider_regions: Mapping[str, Sequence[str]] | None = None,
     estimates: Estimates | None = None,
+    capabilities: Callable[[str], Capabilities] | None = None,
 ) -> Plan:
     """Rank ``offers`` for ``job`` (see module docstring). ``provider_regions``: the
     configured ``[providers.NAME] regions`` (cloudgpu.catalog.requirements);
-    ``estimates``: shape estimates kept from earlier calls (:class:`Estimates`)."""
+    ``estimates``: shape estimates kept from earlier calls (:class:`Estimates`);
+    ``capabilities``: each provider's, for its billing (default: per second)."""
     if objective not in OBJECTIVES:
         raise ConfigError(f"unknown objective '{objective}' (one of {', '.join(OBJECTIVES)})")
     w = workload_of(job)
@@ -320,6 +332,7 @@ def plan(
             n,
             bool(job.checkpoint),
             cache,
+            capabilities or _per_second,
         )
         for n in job.node_counts
     ]

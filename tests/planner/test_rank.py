@@ -11,9 +11,11 @@ import pytest
 
 from cloudgpu.catalog import Offer, load_catalog, load_registry
 from cloudgpu.catalog.gpus import usable_gib
+from cloudgpu.costs import billing
 from cloudgpu.errors import ConfigError
 from cloudgpu.paths import Paths
 from cloudgpu.planner import Candidate, Estimates, StartupHistory, plan
+from cloudgpu.provider import Capabilities
 from cloudgpu.spec.model import GpuRequest, JobSpec
 from tests.planner.helpers import MARKET, job, offer
 
@@ -39,11 +41,41 @@ def test_candidate_cost_is_hours_times_price_with_overheads() -> None:
     p = plan(job(FINETUNE_8B), MARKET, registry=REG, data_bytes=500 * 10**9)
     for c in p.candidates:
         assert c.est_hours is not None and c.est_cost is not None
-        assert c.est_cost == pytest.approx(c.est_hours * c.price_per_hour)
+        # Billed per started second (MARKET's providers bill per second here).
+        assert c.est_cost == pytest.approx(c.est_hours * c.price_per_hour, rel=1e-4)
         assert c.staging_hours > 0 and c.startup_hours >= 0
         assert c.est_gpu_hours == pytest.approx(c.est_hours * c.gpu_count)
         assert c.memory_per_gpu_gib is not None
         assert c.memory_per_gpu_gib <= usable_gib(c.offer.gpu_memory_gb, REG.spec(c.offer.gpu))
+
+
+def test_estimated_cost_is_billed_as_the_provider_bills() -> None:
+    """The plan prices its hours the way the watcher and status will charge them
+    (cloudgpu.costs.billing): a provider billing whole hours, at least two, costs two
+    hours for a short job; the same job billed per second costs its hours x price."""
+    short = {"kind": "finetune", "model": "llama-3-8b", "tokens": "20M", "seq_len": 4096}
+    first = plan(job(short), MARKET, registry=REG, objective="hourly").best
+    assert first is not None
+    machine = first.offer
+    per_second = plan(job(short), [machine], registry=REG).best
+    assert per_second is not None and per_second.est_hours is not None
+    assert per_second.est_hours < 1.0 and per_second.est_cost is not None
+    assert per_second.est_cost == pytest.approx(per_second.est_hours * machine.price_per_hour, 1e-3)
+    hourly = Capabilities(billing_granularity_s=3600, minimum_billed_s=7200)
+    billed = plan(job(short), [machine], registry=REG, capabilities=lambda name: hourly).best
+    assert billed is not None and billed.est_hours == per_second.est_hours
+    assert billed.est_cost == pytest.approx(2 * machine.price_per_hour)
+    assert billed.est_cost == pytest.approx(
+        billing.estimate(machine.price_per_hour, billed.est_hours, hourly)
+    )
+    # The budget check reads the billed figure: under budget by the hour, not billed.
+    capped = plan(
+        job(short, max_cost=1.5 * machine.price_per_hour),
+        [machine],
+        registry=REG,
+        capabilities=lambda name: hourly,
+    )
+    assert capped.best is None and "max_cost" in capped.rejected[0].reason
 
 
 def test_fastest_prefers_big_nodes() -> None:
