@@ -61,11 +61,12 @@ def offer_problems(o: Offer, name: str, caps: Capabilities, *, bundled: bool = F
         f"provider {o.provider!r}, not {name!r}": o.provider == name,
         f"market {o.market!r}": o.market in MARKETS,
         "no instance type": bool(o.instance_type),
-        f"GPU {o.gpu!r} x {o.gpu_count}": o.gpu_count >= 1 and bool(o.gpu),
+        # A CPU-only machine (gpu: none jobs) names no GPU; a GPU machine names its GPU.
+        f"GPU {o.gpu!r} x {o.gpu_count}": (o.gpu_count >= 1) == bool(o.gpu),
         f"price {o.price_per_hour!r}": math.isfinite(o.price_per_hour)
         and (o.price_per_hour > 0 or (free and o.price_per_hour == 0)),
         "free tier without session_hours": not free or "session_hours" in o.extra,
-        f"GPU memory {o.gpu_memory_gb!r}": o.gpu_memory_gb > 0 or not known,
+        f"GPU memory {o.gpu_memory_gb!r}": o.gpu_memory_gb > 0 or not known or not o.gpu_count,
         f"vCPUs {o.vcpus!r}, RAM {o.memory_gb!r}": o.vcpus > 0 and o.memory_gb > 0,
         f"NVMe {o.nvme_count} x {o.nvme_size_gb}": o.nvme_count >= 0 and o.nvme_size_gb >= 0,
         "no observed_at": bool(o.observed_at),

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from cloudgpu.catalog.offer import Offer
+from cloudgpu.catalog.offer import Offer, iso_utc
 from cloudgpu.errors import CapacityError, ConfigError
 from cloudgpu.provider import (
     Availability,
@@ -69,6 +69,7 @@ class ScratchProvider(Provider):
                 nvme_count=1,
                 nvme_size_gb=10.0,
                 price_source="config:providers.scratch",
+                observed_at=iso_utc(self.ctx.clock()),  # when this price was read
             )
         ]
 
