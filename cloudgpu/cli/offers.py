@@ -152,18 +152,19 @@ def build_query(opts: dict[str, Any], provider_regions: dict[str, list[str]]) ->
     def amount(key: str, what: str) -> Any:
         return parse_amount(opts[key], what) if opts[key] is not None else None
 
-    mem_floor = opts["min_gpu_memory"]
-    nvme = opts["nvme"]
+    def floor(key: str, what: str) -> float | None:  # '' is refused, not "no filter"
+        return parse_amount(opts[key], what).value if opts[key] is not None else None
+
     limit = opts["limit"]
     if limit is not None and limit > 0:
         limit += 1  # one more than shown: tells the footer that rows were left out
     return OfferQuery(
         gpu=opts["gpu"],
         gpus=amount("gpus", "--gpus"),
-        min_gpu_memory=parse_amount(mem_floor, "--min-gpu-memory").value if mem_floor else None,
+        min_gpu_memory=floor("min_gpu_memory", "--min-gpu-memory"),
         cpus=amount("cpus", "--cpus"),
         memory=amount("memory", "--memory"),
-        nvme_gb=parse_amount(nvme, "--nvme").value if nvme else None,
+        nvme_gb=floor("nvme", "--nvme"),
         market=_market(opts["spot"], opts["on_demand"]),
         providers=split_list(opts["provider"]),
         regions=split_list(opts["region"]),

@@ -181,7 +181,7 @@ def offers_cmd(
 def spend_cmd(since: str | None, fmt: str | None, out: Path | None, table: str | None) -> None:
     """What was spent, per job, provider, GPU and day; the rows add up to the total."""
     app = get_app()
-    since_ts = parse_since(since, time.time()) if since else None
+    since_ts = parse_since(since, time.time()) if since is not None else None
     store = app.store()
     try:
         summary = summarize(store.spend(since=since_ts), since_ts)

@@ -19,7 +19,7 @@ import click
 
 from cloudgpu.catalog.offer import Offer, describe_offer
 from cloudgpu.cli.context import App, get_app
-from cloudgpu.cli.params import PRICE
+from cloudgpu.cli.params import PRICE, Duration
 from cloudgpu.cli.plan import offer_json
 from cloudgpu.cli.sources import choose, startup_history
 from cloudgpu.errors import ConfigError
@@ -38,8 +38,9 @@ from cloudgpu.runners.pools import Pool, load_serve_config
 from cloudgpu.runners.serve import RunnerService, WebhookServer, parse_listen
 from cloudgpu.runners.webhook import WorkflowJobEvent
 from cloudgpu.spec.model import JobSpec
-from cloudgpu.spec.units import parse_duration_s
 from cloudgpu.state.store import Store
+
+RUNNER_TIME = Duration(30 * 86400.0)  # a runner lives hours; a month is surely a typo
 
 
 def _settings(app: App) -> dict[str, object]:
@@ -86,13 +87,6 @@ def _opt(value: object) -> str | None:
     return str(value) if value else None
 
 
-def _duration(option: str, value: str) -> float:
-    try:
-        return parse_duration_s(value)
-    except ValueError as exc:
-        raise ConfigError(f"{option}: {exc}") from exc
-
-
 def _print(swept: Swept) -> None:
     for line in swept.lines:
         click.echo(line)
@@ -120,8 +114,20 @@ def runner() -> None:
     default=None,
     help="USD per hour, whole instance.",
 )
-@click.option("--ttl", default="3h", show_default=True, help="Hard lifetime of the instance.")
-@click.option("--idle-timeout", default="10m", show_default=True, help="Power off with no job.")
+@click.option(
+    "--ttl",
+    type=RUNNER_TIME,
+    default="3h",
+    show_default=True,
+    help="Hard lifetime of the instance.",
+)
+@click.option(
+    "--idle-timeout",
+    type=RUNNER_TIME,
+    default="10m",
+    show_default=True,
+    help="Power off with no job.",
+)
 @click.option("--run-tag", default=None, help="Unique per run (default: GITHUB_RUN_ID-ATTEMPT).")
 @click.option("--labels", default="", help="Extra comma-separated runner labels.")
 @click.option("--providers", default="", help="Comma-separated providers to consider.")
@@ -134,8 +140,8 @@ def start(
     gpu: str,
     spot: bool,
     max_price: float | None,
-    ttl: str,
-    idle_timeout: str,
+    ttl: float,
+    idle_timeout: float,
     run_tag: str | None,
     labels: str,
     providers: str,
@@ -155,8 +161,8 @@ def start(
         gpu=gpu,
         spot=spot,
         max_price=max_price,
-        ttl_s=_duration("--ttl", ttl),
-        idle_timeout_s=_duration("--idle-timeout", idle_timeout),
+        ttl_s=ttl,
+        idle_timeout_s=idle_timeout,
         labels=tuple(x.strip() for x in labels.split(",") if x.strip()),
         providers=tuple(x.strip() for x in providers.split(",") if x.strip()),
         allow_public=allow_public,

@@ -67,7 +67,7 @@ class _Walk:
     """One job file being validated: knows the file, builds located errors, and remembers
     the node of every key path it visited (for checks made after the walk)."""
 
-    def __init__(self, file: str, loader: yaml.SafeLoader) -> None:
+    def __init__(self, file: str, loader: yaml.CSafeLoader) -> None:
         self.file = file
         self.loader = loader
         self.nodes: dict[str, YNode] = {}
@@ -107,6 +107,8 @@ class _Walk:
             kind = "a list" if isinstance(node, yaml.SequenceNode) else "a mapping"
             raise self.err(node, key, f"expected a single value, got {kind}")
         if defn.raw:
+            if node.tag == _CORE + "null":  # `run:` or `run: ~` states no command
+                raise self.err(node, key, "expected a command, got nothing")
             value: Any = node.value
         else:
             try:
@@ -174,7 +176,9 @@ class _Walk:
             name = knode.value
             if name in own:
                 full = f"{key}.{name}" if key else name
-                raise self.err(knode, clip(full, 80), "duplicate key (each key may appear once)")
+                raise self.err(
+                    knode, clip(full, 80), "duplicate key (each key may appear once)", beyond=True
+                )  # JSON (and so the schema) cannot see a repeated key
             own[name] = (knode, vnode)
         return {**merged, **own}
 
@@ -212,20 +216,18 @@ def load_job(path: str | os.PathLike[str], checks: JobChecks | None = None) -> J
 def parse_job(
     text: str, *, file: str = "<job>", base_dir: str = ".", checks: JobChecks | None = None
 ) -> JobSpec:
-    try:
-        loader = yaml.SafeLoader(text)  # checks the characters first (NUL, controls)
-    except yaml.reader.ReaderError as exc:
-        raise _reader_error(exc, text, file) from None
+    # libyaml (PyYAML's C parser): a 1 MB value or a long file parses in milliseconds,
+    # not seconds. Its composer recurses in C, so nesting is bounded first, from events.
+    _bound_depth(text, file)
+    loader = yaml.CSafeLoader(text)
     try:
         walk = _Walk(file, loader)
         try:
             root = _compose(loader, file, text)
             job = _build(walk, walk.walk(schema.JOB, root, ""), file, base_dir)
-        except RecursionError:
+        except RecursionError:  # a walk deeper than Python allows; the bound above is lower
             raise SpecError(
-                f"nested more than {MAX_DEPTH} levels deep; a job file needs a few",
-                file=file,
-                line=_too_deep_line(text),
+                f"nested more than {MAX_DEPTH} levels deep; a job file needs a few", file=file
             ) from None
         if checks is not None:
             _verdict(walk, job, checks)
@@ -234,32 +236,37 @@ def parse_job(
         loader.dispose()
 
 
-def _too_deep_line(text: str) -> int | None:
-    """The line where nesting first passes MAX_DEPTH (read as events: no recursion)."""
+def _bound_depth(text: str, file: str) -> None:
+    """Refuse nesting past MAX_DEPTH at the line where it passes (read as events, which
+    libyaml makes without recursion). A syntax error is left to the composer to report."""
     depth = 0
     try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        for event in yaml.parse(text, Loader=yaml.CSafeLoader):
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
                     mark = event.start_mark
-                    return None if mark is None else int(mark.line) + 1
+                    raise SpecError(
+                        f"nested more than {MAX_DEPTH} levels deep; a job file needs a few",
+                        file=file,
+                        line=None if mark is None else int(mark.line) + 1,
+                    )
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
     except yaml.YAMLError:
-        return None
-    return None
+        return
 
 
 def _reader_error(exc: yaml.reader.ReaderError, text: str, file: str) -> SpecError:
-    line = text.count("\n", 0, max(0, exc.position)) + 1
+    # libyaml's position counts UTF-8 bytes
+    line = text.encode("utf-8", "replace").count(b"\n", 0, max(0, exc.position)) + 1
     char = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or " ")
     return SpecError(
         f"invalid YAML: character #x{char:04x} is not allowed in a YAML file", file=file, line=line
     )
 
 
-def _compose(loader: yaml.SafeLoader, file: str, text: str) -> YNode:
+def _compose(loader: yaml.CSafeLoader, file: str, text: str) -> YNode:
     try:
         root = loader.get_single_node()
     except yaml.reader.ReaderError as exc:
