@@ -89,7 +89,7 @@ def declared(job: JobRecord) -> JobSpec:
     """The parts of a launched job's spec that collecting needs, from its record."""
     spec: dict[str, Any] = job.spec or {}
     outputs = tuple(
-        OutputItem(str(o["src"]), str(o["dst"]))
+        OutputItem(str(o["src"]), str(o["dst"]), o.get("all_nodes") is True)
         for o in spec.get("outputs") or ()
         if isinstance(o, dict) and "src" in o and "dst" in o
     )

@@ -3,7 +3,8 @@
     provision N nodes of one offer (all or none; the next offer otherwise)
       -> on every node at once: connect, bootstrap, stage the data
       -> setup on every node -> run on every node (output prefixed "[node R] ")
-      -> outputs from rank 0 -> teardown of every node (and the provider's group)
+      -> outputs from rank 0 (``all_nodes`` ones from every node)
+      -> teardown of every node (and the provider's group)
 
 Every command gets the rendezvous environment (:func:`rendezvous_env`): MASTER_ADDR
 (rank 0's private address), MASTER_PORT, NODE_RANK, NNODES, GPUS_PER_NODE,
@@ -25,6 +26,7 @@ import threading
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import CloudGPUError, JobError
@@ -43,7 +45,7 @@ from cloudgpu.lifecycle.stage import (
 from cloudgpu.lifecycle.teardown import teardown_instance
 from cloudgpu.provider import TAG_JOB
 from cloudgpu.remote import Machine
-from cloudgpu.spec.model import JobSpec
+from cloudgpu.spec.model import JobSpec, OutputItem
 
 PORT_BASE, PORT_SPAN = 29500, 400  # MASTER_PORT: 29500 (torch's default) and up, per job
 
@@ -151,6 +153,14 @@ def run_everywhere(
         for t in threads:
             t.join(0.1)
     return rcs, (first[0] if first else None)
+
+
+def node_outputs(outputs: Sequence[OutputItem], rank: int) -> tuple[OutputItem, ...]:
+    """What node ``rank`` brings back: rank 0 the job's outputs, and every node those
+    marked ``all_nodes``, each into its own ``DST/node-R``."""
+    return tuple(
+        o.for_node(rank) if o.all_nodes else o for o in outputs if o.all_nodes or rank == 0
+    )
 
 
 def on_all(nodes: Sequence[object], fn: Callable[[int], object]) -> list[object]:
@@ -261,7 +271,10 @@ class MultiNodeRun(JobRun):
                 return None
             if self.job.outputs:
                 self.state(states.COLLECTING)
-                opened[0] = self._collect(machines[0], nodes[0], rc)  # rank 0's outputs
+                for rank, (m, got) in enumerate(zip(machines, nodes, strict=True)):
+                    outputs = node_outputs(self.job.outputs, rank)
+                    if outputs:
+                        opened[rank] = self._collect(m, got, rc, replace(self.job, outputs=outputs))
             return rc
         finally:
             for m in opened.values():

@@ -324,11 +324,15 @@ class JobRun:
             self.deps.sleep(LOST_POLL_S)
         return False
 
-    def _collect(self, machine: Machine, got: Provisioned, rc: int) -> Machine:
+    def _collect(
+        self, machine: Machine, got: Provisioned, rc: int, job: JobSpec | None = None
+    ) -> Machine:
+        """The outputs of ``job`` (default: this run's job) from ``got``."""
+        spec = job or self.job
         try:
             machine, _ = collect(
                 machine,
-                self.job,
+                spec,
                 self.deps.sink,
                 lambda: self._connect(got),
                 self.deps.sleep,
@@ -348,7 +352,7 @@ class JobRun:
             until = time.strftime("%H:%M", time.localtime(self.held_until))
             held = OutputsNotCollected(
                 f"job {self.job_id}: {ran}, but {exc}; they are still on instance {iid}: "
-                f"{where(self.job)}",
+                f"{where(spec)}",
                 hint=f"instance kept until {until}: `cloudgpu down {self.job_id} --collect` "
                 "fetches them, then tears it down",
             )

@@ -325,7 +325,10 @@ def _build(walk: _Walk, tree: dict[str, Any], file: str, base_dir: str) -> JobSp
         data=data,
         setup=tree.get("setup", ""),
         run=tree["run"],
-        outputs=tuple(OutputItem(o["src"], o["dst"]) for o in tree.get("outputs", ())),
+        outputs=tuple(
+            OutputItem(o["src"], o["dst"], bool(o.get("all_nodes", False)))
+            for o in tree.get("outputs", ())
+        ),
         env=tree.get("env", {}),
         limits=Limits(**_fields(schema.LIMITS, tree.get("limits", {}))),
         **_checkpoint(tree.get("checkpoint")),

@@ -51,6 +51,11 @@ class DataItem:
 class OutputItem:
     src: str  # path on the instance
     dst: str  # local path
+    all_nodes: bool = False  # multi-node: from every node into dst/node-R (else rank 0's)
+
+    def for_node(self, rank: int) -> OutputItem:
+        """This output as node ``rank`` brings it back: into its own ``node-R`` folder."""
+        return OutputItem(self.src, f"{self.dst.rstrip('/')}/node-{rank}")
 
 
 @dataclass(frozen=True)

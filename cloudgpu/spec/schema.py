@@ -528,6 +528,10 @@ JOB = Block(
             nvme_path("instance directory to bring back"),
             OUTPUT_DEST,
             "instance paths brought back (or uploaded to an object store) after the run",
+            all_nodes=flag(
+                "multi-node jobs: bring it back from every node, each into DST/node-R "
+                "(default: from rank 0 only)"
+            ),
         ),
         "env": ENV,
         "limits": LIMITS,

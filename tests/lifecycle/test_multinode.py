@@ -16,7 +16,7 @@ import pytest
 
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.offer import Offer
-from cloudgpu.lifecycle.multinode import NodeLines, master_port, rendezvous_env
+from cloudgpu.lifecycle.multinode import NodeLines, master_port, node_outputs, rendezvous_env
 from cloudgpu.lifecycle.provision import Provisioned
 from cloudgpu.planner import plan
 from cloudgpu.provider import Instance, InstanceState
@@ -174,6 +174,57 @@ class _Sink:
 
     def job_output(self, data: bytes, *, stderr: bool = False) -> None:
         self.lines.append((data, stderr))
+
+
+@pytest.mark.slow
+def test_all_nodes_outputs_come_from_every_node_into_their_own_folders(
+    tmp_path: Path, cloudgpu_home: Path
+) -> None:
+    configure(cloudgpu_home, [offer("sim.gpu", 0.5)])
+    run = (
+        'mkdir -p "$CLOUDGPU_NVME/logs" "$CLOUDGPU_NVME/out"; '
+        'echo "log of $NODE_RANK" > "$CLOUDGPU_NVME/logs/rank.txt"; '
+        'echo "model of $NODE_RANK" > "$CLOUDGPU_NVME/out/model.txt"'
+    )
+    job = job_file(
+        tmp_path,
+        f"""
+name: logs
+num_nodes: 2
+resources: {{gpu: L4}}
+run: {json.dumps(run)}
+outputs:
+  - {{src: /nvme/out, dst: ./results}}
+  - {{src: /nvme/logs, dst: ./logs, all_nodes: true}}
+""",
+    )
+    code, _, err = main_exit(["launch", str(job), "--yes"])
+    assert code == 0, err
+    assert (tmp_path / "results" / "model.txt").read_text() == "model of 0\n"  # rank 0's only
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["node-0", "node-1"]
+    for rank in range(2):
+        assert (tmp_path / "logs" / f"node-{rank}" / "rank.txt").read_text() == f"log of {rank}\n"
+    assert live_sim(cloudgpu_home) == []
+
+
+def test_node_outputs_and_the_all_nodes_key(tmp_path: Path) -> None:
+    job = load_job(
+        job_file(
+            tmp_path,
+            "name: x\nrun: y\nnum_nodes: 2\noutputs:\n  - {src: /nvme/out, dst: ./r}\n"
+            "  - {src: /nvme/logs, dst: s3://bkt/logs/, all_nodes: true}\n",
+        )
+    )
+    assert [(o.src, o.dst) for o in node_outputs(job.outputs, 0)] == [
+        ("/nvme/out", "./r"),
+        ("/nvme/logs", "s3://bkt/logs/node-0"),
+    ]
+    assert [(o.src, o.dst) for o in node_outputs(job.outputs, 1)] == [
+        ("/nvme/logs", "s3://bkt/logs/node-1")
+    ]
+    bad = job_file(tmp_path, "name: x\nrun: y\noutputs: [{src: /nvme/o, dst: ./o, all_nodes: 3}]\n")
+    code, _, err = main_exit(["schema", "--check", str(bad)])
+    assert code == 2 and "all_nodes" in err
 
 
 def test_node_lines_prefix_whole_lines() -> None:
