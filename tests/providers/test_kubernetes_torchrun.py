@@ -1,0 +1,76 @@
+"""A 2-node job on Kubernetes through `cloudgpu launch`: an indexed Job of two pods (the
+loopback API server's kubelet runs them as real process trees, pod IPs 127.0.0.x), the
+code sent as a tar stream over exec, real torchrun (gloo) on both pods with rank 0's pod
+IP as the rendezvous, the all_reduce's sum checked, rank 0's outputs back, all deleted."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.kubernetes.apiserver import FakeKubeAPI
+from tests.fixtures.kubernetes.cluster import can_run
+from tests.lifecycle.helpers import job_file, main_exit, status_json
+from tests.lifecycle.test_multinode import ALLREDUCE, HAS_TORCH, VENV_BIN
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(can_run() is not None, reason=str(can_run())),
+    pytest.mark.skipif(not HAS_TORCH, reason="torch (the test extra) is not installed"),
+]
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[FakeKubeAPI]:
+    fake = FakeKubeAPI(tmp_path / "kubelet")
+    fake.start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+def test_torchrun_across_two_pods_of_an_indexed_job(
+    tmp_path: Path, cloudgpu_home: Path, api: FakeKubeAPI
+) -> None:
+    kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
+    cfg = cloudgpu_home / "config" / "config.toml"
+    cfg.parent.mkdir(parents=True, exist_ok=True)
+    cfg.write_text(
+        "[providers.local]\nenabled = false\n[providers.kubernetes]\nenabled = true\n"
+        f"kubeconfig = {json.dumps(str(kubeconfig))}\nprice_per_gpu_hour = 0.8\n"
+    )
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "allreduce.py").write_text(ALLREDUCE)
+    job = job_file(
+        tmp_path,
+        f"""
+name: ddp-k8s
+num_nodes: 2
+resources: {{gpu: "L4:1", providers: [kubernetes]}}
+data:
+  - {{src: ./code, dst: /nvme/code}}
+env:
+  PATH: {VENV_BIN}:/usr/local/bin:/usr/bin:/bin
+  GLOO_SOCKET_IFNAME: lo
+run: $CLOUDGPU_TORCHRUN $CLOUDGPU_NVME/code/allreduce.py
+outputs:
+  - {{src: /nvme/out, dst: ./results}}
+limits: {{max_runtime: 10m}}
+""",
+    )
+    code, out, err = main_exit(["launch", str(job), "--yes"])
+    assert code == 0, err
+    result = json.loads((tmp_path / "results" / "result.json").read_text())
+    assert result["world"] == 2 and result["sum"] == 3.0
+    ips = result["nodes"].split(",")
+    assert len(set(ips)) == 2 and all(ip.startswith("127.0.0.") for ip in ips)  # pod IPs
+    for rank in range(2):
+        assert f"[node {rank}] rank {rank}/2 node {rank} sum 3" in out
+    (row,) = status_json(cloudgpu_home)
+    assert row["state"] == "succeeded"
+    assert api.cluster.list("pods", "ml") == [] and api.cluster.list("jobs", "ml") == []
+    assert api.cluster.list("services", "ml") == []
