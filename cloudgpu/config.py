@@ -142,10 +142,16 @@ class Config:
             raise self.error(exc.key, str(exc)) from None
 
 
-def load_config(path: Path, sections: Mapping[str, Node] | None = None) -> Config:
+def load_config(
+    path: Path,
+    sections: Mapping[str, Node] | None = None,
+    *,
+    base: Mapping[str, Node] = SECTIONS,
+) -> Config:
     """Read and check ``path``; a missing file is an empty config, a broken one a
     ConfigError naming file, line and key. ``sections`` adds definitions (or replaces
-    open ones) for sections other modules own."""
+    open ones) for sections other modules own; ``base`` is the file's own layout
+    (config.toml's by default; ``{}`` for a file that another module defines whole)."""
     try:
         text = read_user_text(path, "config file", MAX_CONFIG_BYTES)
     except UnreadableFile as exc:
@@ -163,7 +169,7 @@ def load_config(path: Path, sections: Mapping[str, Node] | None = None) -> Confi
             f"{path}{line}: not valid TOML: {str(exc)[:200]}", hint="fix the file or move it away"
         ) from exc
     config = Config(data, path, text)
-    config.check("", Block({**SECTIONS, **(sections or {})}), data)
+    config.check("", Block({**base, **(sections or {})}), data)
     return config
 
 

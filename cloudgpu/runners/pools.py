@@ -24,14 +24,49 @@ Pools scale to zero: nothing runs until a job is queued.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cloudgpu.config import Config, load_config
 from cloudgpu.errors import ConfigError
 from cloudgpu.runners.github import DEFAULT_LABELS, validate_labels
-from cloudgpu.spec.units import parse_duration_s
+from cloudgpu.spec import units
+from cloudgpu.spec.fields import Block, ListOf, Node, Value, flag, number, text, unit
+
+_MAX_LIFE_S = 30 * 86400.0  # a runner lives hours; a month is surely a typo
+
+
+def _life(description: str) -> Value:
+    return unit(
+        description, units.parse_duration_s, units.DURATION_PATTERN, 0, _MAX_LIFE_S,
+        units.DURATION_FORM, numbers=False, lo_open=True,
+    )  # fmt: skip
+
+
+# runners.toml, checked like config.toml: unknown keys with a did-you-mean, wrong types
+# and impossible values (NaN prices, "no" for a boolean) one line at file:line: key.
+POOL = Block(
+    {
+        "name": text(form="a pool name", max_len=100),
+        "labels": ListOf(text(pattern=r"^[^,]+$", form="a label without commas", max_len=256)),
+        "gpu": text(form='a GPU request like "A100:1"', max_len=100),
+        "max_price": number("USD per hour, whole instance", 0, 10_000, unit="USD per hour"),
+        "providers": ListOf(text(form="a provider name", max_len=100), scalar_ok=True),
+        "max_concurrent": number("runners of this pool at once", 0, 10_000, integer=True),
+        "spot": flag("spot/preemptible capacity"),
+        "ttl": _life("hard lifetime of an instance"),
+        "idle_timeout": _life("power off after this long without a job"),
+    },
+    required=("name", "labels", "gpu"),
+)
+SERVE: dict[str, Node] = {
+    "webhook_secret_env": text(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", form="a variable name"),
+    "listen": text(form="HOST:PORT", max_len=300),
+    "max_concurrency": number("runners starting or alive at once", 0, 10_000, integer=True),
+    "allow_public_repos": flag("serve public repositories"),
+    "pools": ListOf(POOL),
+}
 
 
 @dataclass(frozen=True)
@@ -63,65 +98,39 @@ class ServeConfig:
         return next((p for p in self.pools if p.serves(job_labels)), None)
 
 
-def _pool(path: Path, i: int, raw: Any) -> Pool:
-    where = f"{path}: pools[{i}]"
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a table")
-    known = {
-        "name",
-        "labels",
-        "gpu",
-        "max_price",
-        "providers",
-        "max_concurrent",
-        "spot",
-        "ttl",
-        "idle_timeout",
-    }
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; expected some of {sorted(known)}")
-    for key in ("name", "labels", "gpu"):
-        if key not in raw:
-            raise ConfigError(f"{where}.{key}: required")
-    labels = raw["labels"]
-    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels) or not labels:
-        raise ConfigError(f"{where}.labels: expected a non-empty list of strings")
+def _pool(config: Config, i: int, raw: dict[str, Any]) -> Pool:
+    if not raw["labels"]:
+        raise config.error(f"pools[{i}].labels", "expected a non-empty list of labels")
     try:
-        validate_labels(labels)
-        return Pool(
-            name=str(raw["name"]),
-            labels=frozenset(labels),
-            gpu=str(raw["gpu"]),
-            max_price=float(raw["max_price"]) if raw.get("max_price") is not None else None,
-            providers=tuple(raw.get("providers", ())),
-            max_concurrent=int(raw.get("max_concurrent", 4)),
-            spot=bool(raw.get("spot", False)),
-            ttl_s=parse_duration_s(str(raw.get("ttl", "3h"))),
-            idle_timeout_s=parse_duration_s(str(raw.get("idle_timeout", "10m"))),
-        )
-    except (ConfigError, ValueError, TypeError) as exc:
-        raise ConfigError(f"{where}: {exc}") from exc
+        validate_labels(raw["labels"])
+    except ConfigError as exc:
+        raise config.error(f"pools[{i}].labels", str(exc), exc.hint) from None
+    return Pool(
+        name=raw["name"],
+        labels=frozenset(raw["labels"]),
+        gpu=raw["gpu"],
+        max_price=raw.get("max_price"),
+        providers=tuple(raw.get("providers", ())),
+        max_concurrent=raw.get("max_concurrent", 4),
+        spot=raw.get("spot", False),
+        ttl_s=raw.get("ttl", 3 * 3600.0),
+        idle_timeout_s=raw.get("idle_timeout", 600.0),
+    )
 
 
 def load_serve_config(path: Path) -> ServeConfig:
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError(f"{path}: no such file") from exc
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    """Read and check ``runners.toml``; a ConfigError naming file, line and key if not."""
+    if not path.exists() and not path.is_symlink():
+        raise ConfigError(f"{path}: no such file")
+    config = load_config(path, SERVE, base={})
+    data = config.check("", Block(SERVE), config.data)  # the values as parsed (seconds)
     raw_pools = data.get("pools")
-    if not isinstance(raw_pools, list) or not raw_pools:
-        raise ConfigError(f"{path}: pools: expected at least one [[pools]] table")
-    pools = tuple(_pool(path, i, p) for i, p in enumerate(raw_pools))
-    max_conc = data.get("max_concurrency", 10)
-    if not isinstance(max_conc, int) or max_conc < 1:
-        raise ConfigError(f"{path}: max_concurrency: expected a positive integer")
+    if not raw_pools:
+        raise config.error("pools", "expected at least one [[pools]] table")
     return ServeConfig(
-        pools=pools,
-        secret_env=str(data.get("webhook_secret_env", "CLOUDGPU_WEBHOOK_SECRET")),
-        listen=str(data.get("listen", "127.0.0.1:8787")),
-        max_concurrency=max_conc,
-        allow_public_repos=bool(data.get("allow_public_repos", False)),
+        pools=tuple(_pool(config, i, p) for i, p in enumerate(raw_pools)),
+        secret_env=data.get("webhook_secret_env", "CLOUDGPU_WEBHOOK_SECRET"),
+        listen=data.get("listen", "127.0.0.1:8787"),
+        max_concurrency=data.get("max_concurrency", 10),
+        allow_public_repos=data.get("allow_public_repos", False),
     )
