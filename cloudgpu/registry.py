@@ -14,7 +14,7 @@ from importlib.metadata import EntryPoint, entry_points
 from cloudgpu.config import Config
 from cloudgpu.errors import CloudGPUError, ConfigError
 from cloudgpu.paths import Paths
-from cloudgpu.provider import Provider, ProviderContext
+from cloudgpu.provider import Capabilities, Provider, ProviderContext
 from cloudgpu.spec.fields import Block, ListOf, Node, number, text
 
 GROUP = "cloudgpu.providers"
@@ -47,6 +47,7 @@ class Registry:
         self.env = env
         self._extra = dict(extra or {})
         self._instances: dict[str, Provider] = {}
+        self._caps: dict[str, Capabilities] = {}
 
     def names(self) -> list[str]:
         return sorted(set(_entry_points()) | set(self._extra))
@@ -65,6 +66,17 @@ class Registry:
         if not (isinstance(cls, type) and issubclass(cls, Provider)):
             raise ConfigError(f"entry point {GROUP}:{name} is not a cloudgpu Provider class")
         return cls
+
+    def capabilities(self, name: str) -> Capabilities:
+        """``name``'s declared Capabilities, read from its class (never instantiated, so
+        a status or a plan stays a read); a plugin that cannot be loaded (a what-if over
+        one not installed) gets the defaults: 300 s startup, billed per second, no spot."""
+        if name not in self._caps:
+            try:
+                self._caps[name] = self.provider_class(name).capabilities
+            except (CloudGPUError, ImportError):
+                self._caps[name] = Capabilities()
+        return self._caps[name]
 
     def check_config(self) -> None:
         """Check every ``[providers.NAME]`` table: NAME installed (did-you-mean), and its

@@ -1,11 +1,12 @@
-"""Registry.enabled: the one way a sweep or runner gc asks every provider."""
+"""Registry.enabled: the one way a sweep or runner gc asks every provider; Registry.capabilities:
+the one lookup of what a provider declares."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import ClassVar
 
-from cloudgpu.provider import Availability
+from cloudgpu.provider import Availability, Capabilities, ProviderContext
 from tests.cli.fakes import FAKES, FakeRegistry, _Base, fake_app
 
 
@@ -27,3 +28,24 @@ def test_enabled_skips_broken_and_sdk_less_providers_and_says_why(tmp_path: Path
         "nosdk": "not enabled: install cloudgpu[nosdk]",
     }  # offcloud is plainly disabled: left out quietly
     assert [p.name for p in registry.enabled(["goodcloud", "offcloud"])] == ["goodcloud"]
+
+
+class Hourly(_Base):
+    name: ClassVar[str] = "hourly"
+    capabilities: ClassVar[Capabilities] = Capabilities(billing_granularity_s=3600, spot=True)
+
+    def __init__(self, ctx: ProviderContext) -> None:
+        raise AssertionError("capabilities are read from the class, never an instance")
+
+
+def test_capabilities_come_from_the_class_and_default_for_an_unknown_plugin(
+    tmp_path: Path,
+) -> None:
+    """The one lookup status, down --purge, the plan's startup and billing and the spot
+    filter use: the class's declaration, nothing instantiated; a plugin that cannot be
+    loaded or is not installed gets the defaults (billed per second, no spot)."""
+    app = fake_app(tmp_path / "home")
+    registry = FakeRegistry(app.config, app.paths, app.env, extra={**FAKES, "hourly": Hourly})
+    assert registry.capabilities("hourly") is Hourly.capabilities
+    assert registry.capabilities("brokencloud") == Capabilities()  # its SDK import fails
+    assert registry.capabilities("no-such-cloud") == Capabilities()

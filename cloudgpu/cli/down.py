@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from cloudgpu.cli.context import App, get_app
-from cloudgpu.cli.jobs import complete_job, lifecycle_deps, provider_caps
+from cloudgpu.cli.jobs import complete_job, lifecycle_deps
 from cloudgpu.costs import billing
 from cloudgpu.errors import ConfigError, ProviderError
 from cloudgpu.lifecycle import states
@@ -141,7 +141,7 @@ def _purge(app: App, store: Store, job: JobRecord, yes: bool, as_json: bool) -> 
     """Say what may still bill, confirm, then drop the records (no provider call)."""
     now = time.time()
     live = store.instances(job.id, live_only=True)
-    caps_of = provider_caps(app)
+    caps_of = app.registry.capabilities
     bills = [_may_bill(r, now, caps_of(r.provider)) for r in live]
     for b in bills:
         click.echo(

@@ -28,7 +28,6 @@ from cloudgpu.lifecycle.collect import instance_of
 from cloudgpu.lifecycle.deps import Deps, build_deps
 from cloudgpu.lifecycle.output import PREFIX
 from cloudgpu.lifecycle.reaper import ACTIVITY
-from cloudgpu.provider import Capabilities
 from cloudgpu.sshkeys import ensure_keypair
 from cloudgpu.state import probes
 from cloudgpu.state.store import InstanceRecord, JobRecord, Store
@@ -76,22 +75,6 @@ def complete_job(ctx: click.Context, param: click.Parameter, incomplete: str) ->
 
 
 # -- status ------------------------------------------------------------------------------
-
-
-def provider_caps(app: App) -> billing.CapsOf:
-    """Capabilities by provider name, from the plugin's class (imported, never called: a
-    status stays a store read); an uninstalled plugin bills per second."""
-    seen: dict[str, Capabilities] = {}
-
-    def caps_of(name: str) -> Capabilities:
-        if name not in seen:
-            try:
-                seen[name] = app.registry.provider_class(name).capabilities
-            except (CloudGPUError, ImportError):
-                seen[name] = Capabilities()
-        return seen[name]
-
-    return caps_of
 
 
 def job_dict(
@@ -146,7 +129,7 @@ def status(job: str | None, as_json: bool) -> None:
     store = get_app().store()
     now = time.time()
     jobs = [store.find_job(job)] if job else store.jobs()
-    caps_of = provider_caps(get_app())
+    caps_of = get_app().registry.capabilities
     rows = [job_dict(store, j, now, caps_of, events=bool(job)) for j in jobs]
     if as_json:
         click.echo(json.dumps(rows, indent=2))

@@ -25,7 +25,7 @@ import click
 
 from cloudgpu.catalog.offer import Offer, describe_offer
 from cloudgpu.cli.context import App, get_app
-from cloudgpu.cli.jobs import job_dict, provider_caps
+from cloudgpu.cli.jobs import job_dict
 from cloudgpu.cli.plan import offer_json
 from cloudgpu.cli.sources import choose
 from cloudgpu.errors import CloudGPUError, ConfigError
@@ -221,7 +221,7 @@ def launch(job_file: str, foreground_of: str | None, **flags: Any) -> None:
         )
     finally:
         if opts.as_json:  # the outcome, success or not, before any error line
-            doc = job_dict(store, store.job(job_id), time.time(), provider_caps(app))
+            doc = job_dict(store, store.job(job_id), time.time(), app.registry.capabilities)
             click.echo(json.dumps({"job_id": job_id, **doc, **_follow(job_id, log_path)}))
     if rc:
         sys.exit(rc)

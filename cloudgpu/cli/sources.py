@@ -23,29 +23,11 @@ from cloudgpu.lifecycle.stage import local_excludes
 from cloudgpu.planner.calibrate import RunHistory
 from cloudgpu.planner.choose import Choice, OfferSources, local_data_bytes, plan_job
 from cloudgpu.planner.overhead import StartupHistory
-from cloudgpu.provider import Capabilities
 from cloudgpu.spec.model import DataItem, JobSpec
 
 
 def warn(message: str) -> None:
     click.echo(f"warning: {message}", err=True)
-
-
-def capabilities_of(app: App) -> Callable[[str], Capabilities]:
-    """Each provider's declared Capabilities, read from its class (nothing instantiated)
-    when first asked for; a plugin that cannot be loaded (a what-if over a provider not
-    installed) gets the defaults: 300 s startup, billed per second, no spot."""
-    seen: dict[str, Capabilities] = {}
-
-    def of(name: str) -> Capabilities:
-        if name not in seen:
-            try:
-                seen[name] = app.registry.provider_class(name).capabilities
-            except (CloudGPUError, ImportError):
-                seen[name] = Capabilities()
-        return seen[name]
-
-    return of
 
 
 def offer_sources(app: App) -> OfferSources:
@@ -54,7 +36,7 @@ def offer_sources(app: App) -> OfferSources:
 
     default = app.config.defaults().get("providers")
     return OfferSources(
-        capabilities=capabilities_of(app),
+        capabilities=app.registry.capabilities,
         provider_names=app.registry.names(),
         provider=app.registry.get,
         catalog=catalog,
@@ -84,10 +66,9 @@ def remote_size(app: App, job: JobSpec) -> Callable[[DataItem], int | None]:
 def startup_history(app: App) -> StartupHistory:
     """Measured startup times from the state store, and each provider's own typical
     figure where there are none (read from its class when first asked for)."""
-    caps = capabilities_of(app)
 
     def default_of(name: str) -> float:
-        return caps(name).startup_s
+        return app.registry.capabilities(name).startup_s
 
     if not app.paths.state_db.exists():
         return StartupHistory(default_of=default_of)
