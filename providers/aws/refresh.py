@@ -48,20 +48,18 @@ class TypeInfo:
 
 
 def network_gbps(info: dict[str, Any]) -> float:
-    """Instance bandwidth from NetworkInfo: card peaks when given, else the label."""
-    cards = info.get("NetworkCards") or []
-    peaks = [float(c.get("PeakBandwidthInGbps") or 0) for c in cards]
-    if sum(peaks) > 0:
-        return sum(peaks)
+    """Instance bandwidth from NetworkInfo: the NetworkPerformance label ("3200 Gigabit",
+    "Up to 25 Gigabit", "4x 100 Gigabit"), the instance's documented figure; the sum of
+    the cards' peaks only without a readable label (g6e.48xlarge lists four cards of 400
+    under a "400 Gigabit" label: the cards are not additive). The bundled snapshot's
+    converter (tools/convert/aws.py) reads the same data through this function."""
     label = str(info.get("NetworkPerformance", ""))
-    m = re.search(r"(\d+)\s*x\s*(\d+(?:\.\d+)?)\s*Gigabit", label)
+    m = re.search(r"(?:(\d+)\s*x\s*)?(\d+(?:\.\d+)?)\s*(Gigabit|Megabit)", label)
     if m:
-        return int(m.group(1)) * float(m.group(2))
-    m = re.search(r"(\d+(?:\.\d+)?)\s*(Gigabit|Megabit)", label)
-    if m:
-        value = float(m.group(1))
-        return value if m.group(2) == "Gigabit" else value / 1000.0
-    return 0.0
+        value = float(m.group(2)) * (int(m.group(1)) if m.group(1) else 1)
+        return value if m.group(3) == "Gigabit" else value / 1000.0
+    cards = info.get("NetworkCards") or []
+    return sum(float(c.get("PeakBandwidthInGbps") or 0) for c in cards)
 
 
 def parse_type(item: dict[str, Any]) -> TypeInfo | None:

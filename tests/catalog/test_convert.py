@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cloudgpu_providers.aws.refresh import network_gbps, parse_type
 
 from cloudgpu.catalog import snapshot
 from cloudgpu.catalog.offer import (
@@ -101,6 +102,33 @@ def test_aws_documented_count_wins_and_is_flagged(tmp_path: Path) -> None:
     ctx = convert_provider("aws", FIXTURES, altered)
     (g5x,) = find(ctx.offers, "g5.xlarge", "on_demand")
     assert g5x.gpu_count == 2 and FLAG_GPU_COUNT_CORRECTED in g5x.flags
+
+
+def test_aws_gpu_types_are_read_by_the_providers_own_parser() -> None:
+    """The snapshot says of each GPU type what a live refresh would: the AWS provider's
+    parse_type reads DescribeInstanceTypes for both (one parser, not two)."""
+    types = json.loads(AWS_TYPES.read_text())
+    offers, _ = offers_of("aws")
+    checked = 0
+    for name, doc in types.items():
+        info = parse_type(doc)
+        if info is None:
+            continue  # not a GPU type (inf2): the provider offers none
+        for o in find(offers, name, "on_demand"):
+            got = (o.nvme_count, o.nvme_size_gb, o.network_gbps, o.vcpus, o.memory_gb)
+            want = (info.nvme_count, info.nvme_size_gb, info.network_gbps)
+            assert got == (*want, float(info.vcpus), info.memory_gb), name
+            checked += 1
+    assert checked >= 4
+
+
+def test_aws_network_is_the_documented_label_not_the_cards_summed() -> None:
+    four_cards = [{"PeakBandwidthInGbps": 400.0}] * 4  # g6e.48xlarge as AWS lists it
+    assert network_gbps({"NetworkPerformance": "400 Gigabit", "NetworkCards": four_cards}) == 400
+    assert network_gbps({"NetworkPerformance": "4x 100 Gigabit"}) == 400
+    assert network_gbps({"NetworkPerformance": "Up to 25 Gigabit"}) == 25
+    assert network_gbps({"NetworkPerformance": "750 Megabit"}) == 0.75
+    assert network_gbps({"NetworkPerformance": "High", "NetworkCards": four_cards[:2]}) == 800
 
 
 def test_aws_types_unknown_to_moto_keep_table_values() -> None:

@@ -21,9 +21,10 @@ from __future__ import annotations
 import ast
 import gzip
 import json
-import re
 from pathlib import Path
 from typing import Any
+
+from cloudgpu_providers.aws.refresh import network_gbps, parse_type
 
 from cloudgpu.catalog.offer import (
     FLAG_GPU_COUNT_CORRECTED,
@@ -73,24 +74,30 @@ def _devices(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
-def network_gbps(text: str) -> float:
-    """ "3200 Gigabit", "Up to 25 Gigabit", "4x 100 Gigabit" -> 3200, 25, 400."""
-    m = re.search(r"(?:(\d+)x\s*)?(\d+(?:\.\d+)?)\s*Gigabit", text or "")
-    if not m:
-        return 0.0
-    return float(m.group(2)) * (int(m.group(1)) if m.group(1) else 1)
-
-
 def _documented(doc: dict[str, Any] | None, itype: str) -> dict[str, Any]:
+    """What DescribeInstanceTypes says of ``itype``: for GPU types, read by the AWS
+    provider's own parser (what a live refresh reports); for other accelerators
+    (Inferentia, Trainium, FPGAs), which the provider does not offer, read here."""
     if doc is None:
         nvme_count, nvme_size, gbps = _UNDOCUMENTED_IN_MOTO.get(itype, (0, 0.0, 0.0))
         return {"nvme_count": nvme_count, "nvme_size_gb": nvme_size, "network_gbps": gbps}
+    info = parse_type(doc)
+    if info is not None:
+        return {
+            "nvme_count": info.nvme_count,
+            "nvme_size_gb": info.nvme_size_gb,
+            "network_gbps": info.network_gbps,
+            "count": info.gpu_count,
+            "mem_gb": info.gpu_memory_gb,
+            "vcpus": float(info.vcpus),
+            "memory_gb": info.memory_gb,
+        }
     disks = [d for d in (doc.get("InstanceStorageInfo") or {}).get("Disks", [])]
     devices = _devices(doc)
     return {
         "nvme_count": sum(int(d["Count"]) for d in disks),
         "nvme_size_gb": float(disks[0]["SizeInGB"]) if disks else 0.0,
-        "network_gbps": network_gbps(doc.get("NetworkInfo", {}).get("NetworkPerformance", "")),
+        "network_gbps": network_gbps(doc.get("NetworkInfo") or {}),
         "count": sum(int(d["Count"]) for d in devices) if devices else None,
         "mem_gb": mib_to_gb(devices[0]["MemoryInfo"]["SizeInMiB"]) if devices else None,
         "vcpus": float(doc["VCpuInfo"]["DefaultVCpus"]),
