@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from cloudgpu.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class Paths:
@@ -40,8 +42,23 @@ class Paths:
 
     def ensure(self) -> Paths:
         for d in (self.config_dir, self.data_dir, self.cache_dir):
-            d.mkdir(mode=0o700, parents=True, exist_ok=True)  # the owner's only
+            try:
+                d.mkdir(mode=0o700, parents=True, exist_ok=True)  # the owner's only
+            except FileExistsError:  # a file, or a dangling symlink, where a directory goes
+                raise ConfigError(
+                    f"{_first_non_directory(d)}: exists and is not a directory; cloudgpu keeps "
+                    "its files in directories there",
+                    hint="move it away, or point CLOUDGPU_HOME somewhere else",
+                ) from None
         return self
+
+
+def _first_non_directory(path: Path) -> Path:
+    """The first of ``path`` and its parents that exists (or dangles) but is no directory."""
+    for p in [*reversed(path.parents), path]:
+        if (p.exists() or p.is_symlink()) and not p.is_dir():
+            return p
+    return path
 
 
 def default_paths(env: dict[str, str] | None = None) -> Paths:
