@@ -158,22 +158,32 @@ def copy_template(t: Template, dest: Path, *, force: bool = False) -> list[Path]
             f"init: {problems[0]}{more}; nothing was written",
             hint="--force overwrites existing regular files" if not force else None,
         )
-    written = []
+    written: list[Path] = []
     for src, rel in files:
         target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        data = src.read_bytes()
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
         try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.chmod(tmp, 0o755 if data.startswith(b"#!") else 0o644)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            _write(src.read_bytes(), target)
+        except OSError as exc:  # a folder that cannot be made or written (/proc, full disk)
+            done = f"; {len(written)} of {len(files)} files were written" if written else ""
+            raise ConfigError(
+                f"init: cannot write {exc.filename or target}: {exc.strerror or exc}{done}",
+                hint="choose a folder you can write to",
+            ) from None
         written.append(target)
     return written
+
+
+def _write(data: bytes, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o755 if data.startswith(b"#!") else 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def job_file_for(arg: str, cwd: Path) -> tuple[str, Template | None]:
