@@ -57,6 +57,9 @@ class Framework:
     repeat_kv: bool = True  # GQA keys/values expanded to every head before attention
     lora_dropout: float = 0.0  # the adapters' input dropout (keeps a mask and a copy)
     interleaved_pipeline: bool = False  # may split each pipeline stage into chunks
+    # vLLM <= 0.2's KV sizing: one unchunked profiling pass whose tensor-parallel
+    # all-reduce outputs are all still held when free memory is read (memory.py).
+    legacy_profile: bool = False
     derived_from: tuple[str, ...] = ()
 
     def train_efficiency(self, generation: str) -> float:
@@ -94,6 +97,7 @@ def _framework(name: str, row: dict[str, Any]) -> Framework:
         repeat_kv=bool(row.get("repeat_kv", True)),
         lora_dropout=float(row.get("lora_dropout", 0.0)),
         interleaved_pipeline=bool(row.get("interleaved_pipeline", False)),
+        legacy_profile=bool(row.get("legacy_profile", False)),
         derived_from=tuple(row.get("derived_from", ())),
     )
 

@@ -265,13 +265,21 @@ def serving_fixed(w: Workload, lay: Layout) -> dict[str, float]:
     fw = resolve(w.framework, w.kind)
     batch = lay.batch or w.batch or 1
     chunk = min(batch * inference_context(w), 8192)  # chunked prefill bounds one layer
+    if fw.legacy_profile:  # vLLM <= 0.2 profiled max(max_model_len, 2048) tokens at once
+        chunk = max(inference_context(w), 2048)
     work = chunk * (4 * arch.hidden + 3 * arch.intermediate * arch.experts_active) * 2.0 / tp
-    return {
+    parts = {
         **model_states(w, lay),
         "workspace": work,
         "logits": batch * arch.vocab * 4.0,
         "overhead": fw.runtime_bytes(tp),
     }
+    if fw.legacy_profile and tp > 1:
+        # Every all-reduce output of the profiling pass is still held when its free
+        # memory is read (vllm issue #2150): two row-parallel layers per block (attention
+        # output, MLP down projection) and the vocabulary-parallel embedding.
+        parts["profile_allreduce"] = (2 * arch.layers + 1) * chunk * arch.hidden * 2.0
+    return parts
 
 
 def kv_cache_bytes(w: Workload, lay: Layout) -> float:

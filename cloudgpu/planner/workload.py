@@ -15,8 +15,9 @@ expected form. This module only parses; it must not estimate anything.
       precision: bf16       # bf16 | fp16 | fp32 | fp8 (inference also int8 | int4)
       seq_len: 4096         # training sequence length / inference context (default 2048)
       framework: auto       # megatron | deepspeed | fsdp | hf-trainer | nanogpt-style (training);
-                            # vllm | tensorrt-llm | gpt-fast | hf-generate (inference); auto:
-                            # fsdp for train, hf-trainer for fine-tunes, vllm for inference
+                            # vllm | vllm-0.2 | tensorrt-llm | gpt-fast | hf-generate
+                            # (inference); auto: fsdp for train, hf-trainer for
+                            # fine-tunes, vllm for inference
       mfu: 0.45             # measured end-to-end model-FLOPs utilisation (communication and
                             # pipeline bubbles included): replaces the whole time model
       # layout: every key below is searched per machine when omitted, pinned when given

@@ -309,6 +309,7 @@ FRAMEWORKS = (
     "hf-trainer",
     "nanogpt-style",
     "vllm",
+    "vllm-0.2",
     "tensorrt-llm",
     "gpt-fast",
     "hf-generate",

@@ -203,3 +203,18 @@ def test_inference_context_is_prompt_plus_output_unless_stated() -> None:
     assert kv == pytest.approx(131072 * 1200 * 4)
     stated = memory_breakdown(parse_workload({**base, "seq_len": 8192}), lay)["kv_cache"]
     assert stated == pytest.approx(131072 * 8192 * 4)
+
+
+def test_vllm_02_profiling_pass_holds_every_tensor_parallel_all_reduce() -> None:
+    # vLLM <= 0.2 read free memory after one unchunked pass of max(max_model_len, 2048)
+    # tokens, and at TP > 1 the pass's all-reduce outputs are not reused (vllm issue
+    # #2150): Llama-2-70B at 4,096 tokens holds (2 x 80 + 1) x 4096 x 8192 x 2 bytes.
+    base = {"kind": "inference", "model": "llama-2-70b", "seq_len": 4096, "requests": 256}
+    old = parse_workload({**base, "framework": "vllm-0.2"})
+    new = parse_workload({**base, "framework": "vllm"})
+    tp4 = Layout(4, tensor_parallel=4, sharding="none", batch=256)
+    held = memory_breakdown(old, tp4)["profile_allreduce"]
+    assert held == pytest.approx(161 * 4096 * 8192 * 2.0)
+    assert "profile_allreduce" not in memory_breakdown(new, tp4)
+    tp1 = Layout(1, tensor_parallel=1, sharding="none", batch=256)
+    assert "profile_allreduce" not in memory_breakdown(old, tp1)  # TP1 reuses it

@@ -71,6 +71,7 @@ def test_every_framework_factor_names_its_source() -> None:
         "repeat_kv": "repeat_kv_source",
         "lora_dropout": "lora_dropout_source",
         "interleaved_pipeline": "interleaved_source",
+        "legacy_profile": "legacy_profile_source",
     }
     for name, row in table.items():
         for key, source in sources.items():
