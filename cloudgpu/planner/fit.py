@@ -94,6 +94,19 @@ def _tensors(w: Workload, shape: Shape) -> tuple[int, ...]:
     return tuple(t for t in TENSOR_PARALLEL if t <= gpn and gpn % t == 0 and w.arch.heads % t == 0)
 
 
+def _splits(w: Workload, shape: Shape) -> list[tuple[int, int]]:
+    """(TP, PP) pairs to search. A stated global batch cannot be shared by more data-
+    parallel replicas than it has sequences (Llama 2's 1,024 x 4k-token batch on 2,048
+    GPUs needs model parallelism): such pairs are left out unless no pair keeps it."""
+    pairs = [(tp, pp) for pp in _pipelines(w, shape) for tp in _tensors(w, shape)]
+    if not w.global_batch:
+        return pairs  # the default batch is a guess: a wider run may take a larger one
+    kept = [
+        (t, p) for t, p in pairs if shape.n_gpus // (t * p * w.context_parallel) <= w.global_batch
+    ]
+    return kept or pairs
+
+
 def _checkpointings(w: Workload) -> tuple[str, ...]:
     if w.checkpointing != "auto":
         return (w.checkpointing,)
@@ -225,10 +238,9 @@ def hours_of(w: Workload, lay: Layout, spec: GpuSpec, shape: Shape) -> tuple[flo
 
 def _train_groups(w: Workload, shape: Shape) -> Iterator[tuple[str, int, int, int]]:
     for ckpt in _checkpointings(w):
-        for pp in _pipelines(w, shape):
-            for tp in _tensors(w, shape):
-                for vp in _virtual_pipelines(w, pp):
-                    yield ckpt, tp, pp, vp
+        for tp, pp in _splits(w, shape):
+            for vp in _virtual_pipelines(w, pp):
+                yield ckpt, tp, pp, vp
 
 
 def _feasible(s: _Search) -> bool:
@@ -237,12 +249,11 @@ def _feasible(s: _Search) -> bool:
     w, shape = s.w, s.shape
     ckpt = "full" if w.checkpointing == "auto" else w.checkpointing
     found = False
-    for pp in _pipelines(w, shape):
-        for tp in _tensors(w, shape):
-            dp = max(1, shape.n_gpus // (tp * pp * w.context_parallel))
-            sharding = w.sharding if w.sharding != "auto" else ("zero3" if dp > 1 else "ddp")
-            lay = _layout(w, shape, tp, pp, sharding, ckpt, _micro_batches(w, dp)[0])
-            found = s.fits(lay) or found
+    for tp, pp in _splits(w, shape):
+        dp = max(1, shape.n_gpus // (tp * pp * w.context_parallel))
+        sharding = w.sharding if w.sharding != "auto" else ("zero3" if dp > 1 else "ddp")
+        lay = _layout(w, shape, tp, pp, sharding, ckpt, _micro_batches(w, dp)[0])
+        found = s.fits(lay) or found
     return found
 
 

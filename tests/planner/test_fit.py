@@ -25,9 +25,7 @@ A100 = REG.require("A100-80GB-SXM")
 def _every_layout(w: Any, shape: fit.Shape) -> list[Layout]:
     """Every training layout the search may choose from, nothing pruned."""
     out = []
-    for ckpt, pp, tp in itertools.product(
-        fit._checkpointings(w), fit._pipelines(w, shape), fit._tensors(w, shape)
-    ):
+    for ckpt, (tp, pp) in itertools.product(fit._checkpointings(w), fit._splits(w, shape)):
         dp = max(1, shape.n_gpus // (tp * pp * w.context_parallel))
         shardings = (w.sharding,) if w.sharding != "auto" else fit.SHARDINGS
         for sharding, vp, mb in itertools.product(
@@ -104,3 +102,14 @@ def test_context_parallel_ring_hides_behind_attention_inside_a_node_only() -> No
     # 3 passes x 7 hops x 2 MiB-per-layer K/V chunks (1024 x 1024 x 2 bytes) x 32 layers
     chunk = 8192 / 8 * 2 * 1024 * 2
     assert exposed == pytest.approx(32 * (3 * 7 * chunk / (12.5e9 * 0.8) + 30e-6), rel=0.01)
+
+
+def test_a_stated_global_batch_caps_the_data_parallel_replicas() -> None:
+    # Llama 2's 1,024 x 4k-token batch on 2,048 A100s (arXiv:2307.09288): pure data
+    # parallelism would give each GPU half a sequence, so the search splits the model.
+    raw = {"kind": "train", "model": "llama-2-7b", "tokens": "1B", "seq_len": 4096}
+    shape = fit.Shape(usable_gib(0, A100), 8, 256, 1600.0)
+    est = fit.estimate_shape(parse_workload({**raw, "global_batch": 1024}), shape, A100)
+    assert est.layout is not None and est.layout.dp <= 1024
+    free = fit.estimate_shape(parse_workload(raw), shape, A100)  # the default batch is a guess
+    assert free.layout is not None and free.layout.dp == 2048
