@@ -47,6 +47,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check cloudgpu providers tests bench tools
 	$(VENV)/bin/ruff format --check cloudgpu providers tests bench tools
 	$(VENV)/bin/mypy
+	$(VENV)/bin/zizmor --offline --no-progress templates/github/action.yml templates/github/workflows/*.yml
 
 test: install lint
 	$(VENV)/bin/pytest -q

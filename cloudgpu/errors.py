@@ -40,6 +40,13 @@ EXIT_REMOTE = 5
 EXIT_LIMIT = 6
 EXIT_BUSY = 7  # the state store stayed locked by another process
 EXIT_INTERRUPTED = 130
+# cloudgpu's own codes. A job that exits with one of them makes cloudgpu exit
+# EXIT_JOB_CLASH instead, so 2-7 and 130 always mean cloudgpu itself; the job's real code
+# is in the error line and in `cloudgpu status JOB --json`.
+EXIT_JOB_CLASH = 1
+OWN_EXITS = frozenset(
+    {EXIT_USAGE, EXIT_ERROR, EXIT_PROVIDER, EXIT_REMOTE, EXIT_LIMIT, EXIT_BUSY, EXIT_INTERRUPTED}
+)
 
 
 class CloudGPUError(Exception):
@@ -124,6 +131,10 @@ class JobError(CloudGPUError):
     """The job's own command failed; the CLI exits with the job's exit code."""
 
     def __init__(self, message: str, *, exit_code: int, hint: str | None = None) -> None:
+        if exit_code in OWN_EXITS:
+            clash = f"cloudgpu exits {EXIT_JOB_CLASH}: {exit_code} is one of its own codes"
+            hint = f"{hint}; {clash}" if hint else clash
+            exit_code = EXIT_JOB_CLASH
         super().__init__(message, hint=hint)
         self.exit_code = exit_code
 

@@ -68,6 +68,7 @@ TEMPLATES: dict[str, Template] = {
             (
                 ("github/workflows/gpu-tests.yml", ".github/workflows/gpu-tests.yml"),
                 ("github/workflows/gpu-runner-gc.yml", ".github/workflows/gpu-runner-gc.yml"),
+                ("github/action.yml", ".github/actions/cloudgpu-runner/action.yml"),
             ),
             None,
             "edit {dir}.github/workflows/gpu-tests.yml (repository, GPU, cloud credentials)",

@@ -1,8 +1,9 @@
 """`cloudgpu launch job.yaml`: pick the cheapest fitting offer, run the job, tear down.
 
-Exit status: the job's own exit code when its setup or run fails; otherwise 0, or one of
-cloudgpu.errors' EXIT_* codes for failures before the run (2 bad input / nothing fits,
-4 provider, 5 SSH, 6 a limit stopped the job, 130 interrupted). Thin: the ranking
+Exit status: the job's own exit code when its setup or run fails (1 when that code is
+one of cloudgpu's own); otherwise 0, or one of cloudgpu.errors' EXIT_* codes (2 bad input
+/ nothing fits, 4 provider or teardown, 5 SSH / outputs not collected, 6 a limit stopped
+the job, 7 state store locked, 130 interrupted). Thin: the ranking
 comes from the one gather + plan path (cloudgpu.planner.choose), the same as `plan`'s;
 the lifecycle lives in cloudgpu.lifecycle.
 """
@@ -36,7 +37,13 @@ from cloudgpu.lifecycle.launch import create_job, new_job_id
 from cloudgpu.lifecycle.multinode import MultiNodeRun
 from cloudgpu.lifecycle.output import PREFIX, JobLog
 from cloudgpu.lifecycle.provision import Retry
-from cloudgpu.lifecycle.run import DEFAULT_DEADLINE_S, MAX_PREEMPTIONS, JobRun, LaunchOptions
+from cloudgpu.lifecycle.run import (
+    DEFAULT_DEADLINE_S,
+    MAX_PREEMPTIONS,
+    JobRun,
+    LaunchOptions,
+    deadline_text,
+)
 from cloudgpu.planner import Candidate
 from cloudgpu.planner.choose import Choice
 from cloudgpu.scaffold import copy_template, job_file_for
@@ -104,7 +111,7 @@ def _estimate(c: Candidate) -> str | None:
     return f"est {c.est_hours:.1f} h, ${c.est_cost:,.2f} total"
 
 
-def _show_plan(choice: Choice, *, err: bool = False) -> None:
+def _show_plan(choice: Choice, deadline_s: float, *, err: bool = False) -> None:
     fits = choice.candidates
     say = lambda text: click.echo(text, err=err)  # noqa: E731
     total = len(choice.gathered.offers)
@@ -122,6 +129,8 @@ def _show_plan(choice: Choice, *, err: bool = False) -> None:
     if notes:
         names = ", ".join(n.split(":", 1)[0] for n in notes)
         say(f"  (not used: {names}; `cloudgpu check` says why)")
+    if fits:
+        say(f"  instance-side deadline: {deadline_text(choice.job, fits[0].offer, deadline_s)}")
 
 
 def _candidate_json(c: Candidate) -> dict[str, Any]:
@@ -162,10 +171,14 @@ def launch(job_file: str, foreground_of: str | None, **flags: Any) -> None:
     files are copied here first unless ./NAME.yaml exists (see `cloudgpu init`).
 
     \b
-    Exit status: the job's own exit code when its setup or run fails, else
-      0 success, 2 bad job file or nothing fits, 4 provider error (e.g. no capacity),
-      5 SSH/transfer error, 6 max_runtime/max_cost reached, 130 interrupted.
-    The instance is torn down in every case unless --keep.
+    Exit status: the job's own exit code when its setup or run fails (1 when that
+    code is one of cloudgpu's below; `status JOB --json` has it), else
+      0 success, 2 bad job file or nothing fits, 4 provider error (no capacity, or a
+      teardown that failed: something may still bill), 5 SSH/transfer error or outputs
+      not collected (the instance is kept: `down JOB --collect`), 6 max_runtime/max_cost
+      reached, 7 state store locked, 130 interrupted (SIGINT/SIGTERM/SIGHUP).
+    The instance is torn down in every case unless --keep, or outputs could not be
+    collected.
     """
     app = get_app()
     opts = Flags(**flags)
@@ -250,7 +263,7 @@ def _plan(app: App, job_file: str, *, show: bool, err: bool = False) -> tuple[Jo
     choice = choose(app, job)
     choice.require()
     if show:
-        _show_plan(choice, err=err)
+        _show_plan(choice, _seconds(app, "default_deadline", DEFAULT_DEADLINE_S), err=err)
         sys.stdout.flush()  # before the job's own output, which bypasses this text layer
     return job, choice
 

@@ -62,6 +62,18 @@ LOST_STATES = (
 LOST_WAIT_S, LOST_POLL_S = 30.0, 2.0
 
 
+def deadline_text(job: JobSpec, offer: Offer, default_s: float) -> str:
+    """What stops the instance by itself, for the plan: e.g. "6 h (limits.max_runtime)"."""
+    lim = job.limits
+    ends = [(lim.max_runtime_s or default_s, "limits.max_runtime" if lim.max_runtime_s else
+             "launch.default_deadline")]  # fmt: skip
+    if lim.max_cost is not None and offer.price_per_hour > 0:
+        ends.append((lim.max_cost / offer.price_per_hour * 3600, "limits.max_cost at its price"))
+    seconds, why = min(ends)
+    span = f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.3g} h"
+    return f"{span} after start ({why}), plus the grace"
+
+
 @dataclass
 class LaunchOptions:
     keep: bool = False

@@ -92,7 +92,7 @@ def scan(root: bytes, exclude: Callable[[bytes, bool], bool] | None = None) -> M
         with os.scandir(os.path.join(root, rel) if rel else root) as it:
             for de in it:
                 e = _entry(de.stat(follow_symlinks=False))
-                if e is None:
+                if e is None or _is_partial(de.name):
                     continue
                 path = rel + b"/" + de.name if rel else de.name
                 if exclude is not None and exclude(path, e[0] == b"d"):
@@ -297,6 +297,8 @@ class Dest:
         self.chain: list[tuple[bytes, int]] = []  # open directory fds below the root
         self.pending: list[tuple[tuple[bytes, ...], bytes, bytes]] = []  # parent, tmp, name
         self.seq = 0
+        self.token = os.urandom(4).hex().encode()  # two transfers of one process never clash
+        self.swept: set[tuple[bytes, ...]] = set()  # directories cleared of stale partials
 
     def check_space(self, total: int) -> None:
         probe = self.root
@@ -341,11 +343,14 @@ class Dest:
             self.chain.append((name, fd))
         return fd
 
-    def temp(self, parent: int, name: bytes) -> bytes:
+    def temp(self, parent: int, name: bytes, parts: tuple[bytes, ...]) -> bytes:
         if _kind_at(parent, name) == b"d":
             raise SyncError(f"{os.fsdecode(name)}: a directory is in the way here", EXIT_IO)
+        if parts not in self.swept:  # what a transfer killed here (kill -9) left behind
+            self.swept.add(parts)
+            _sweep_partials(parent)
         self.seq += 1
-        return b".cgpu-%d-%d.part" % (os.getpid(), self.seq)
+        return PARTIAL % (os.getpid(), self.token, self.seq)
 
     def directory(self, path: bytes, mode: int) -> None:
         if not path:
@@ -393,6 +398,32 @@ class Dest:
             self.fd = None
 
 
+PARTIAL = b".cgpu-%d-%s-%d.part"  # pid, transfer, sequence: not yet verified and renamed
+
+
+def _is_partial(name: bytes) -> bool:
+    return name.startswith(b".cgpu-") and name.endswith(b".part")
+
+
+def _sweep_partials(parent: int) -> None:
+    """Remove partial files of transfers whose process is gone (killed mid-way)."""
+    for name in map(os.fsencode, os.listdir(parent)):
+        if not _is_partial(name):
+            continue
+        try:
+            pid = int(name.split(b"-")[1])
+            os.kill(pid, 0)
+            continue  # a transfer still under way
+        except (ValueError, IndexError, ProcessLookupError):
+            pass
+        except PermissionError:
+            continue
+        try:
+            os.unlink(name, dir_fd=parent)
+        except OSError:
+            pass
+
+
 def _open_dir(parent: int, name: bytes) -> int:
     """A directory below ``parent``, made if missing; never a symlink to one."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
@@ -429,7 +460,7 @@ def _unpack_one(dest: Dest, r: Reader) -> int:
         plen, mode, mtime, size = _FILE.unpack(r.take(_FILE.size))
         path = _safe(r.take(_bounded(plen)), root_ok=True)
         fd_dir, name, parts = dest.parent(path)
-        tmp = dest.temp(fd_dir, name)
+        tmp = dest.temp(fd_dir, name, parts)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
         fd = os.open(tmp, flags, 0o600, dir_fd=fd_dir)
         dest.pending.append((parts, tmp, name))
@@ -455,7 +486,7 @@ def _unpack_one(dest: Dest, r: Reader) -> int:
         if b"\0" in target or not target:
             raise corrupt(f"bad link target {target!r}")
         fd_dir, name, parts = dest.parent(path)
-        tmp = dest.temp(fd_dir, name)
+        tmp = dest.temp(fd_dir, name, parts)
         os.symlink(target, tmp, dir_fd=fd_dir)  # recreated as a link, never followed
         dest.pending.append((parts, tmp, name))
         return -1

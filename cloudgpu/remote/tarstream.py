@@ -234,7 +234,7 @@ def _receive(
         stats.files_skipped += 1  # hard links, devices, FIFOs: never recreated
         return
     fd_dir, name, parts = dest.parent(path)
-    tmp = dest.temp(fd_dir, name)
+    tmp = dest.temp(fd_dir, name, parts)
     if member.issym():
         target = member.linkname
         if not target or "\0" in target:

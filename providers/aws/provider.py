@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from cloudgpu_providers import notices
-from cloudgpu_providers.aws import launch, network, placement
+from cloudgpu_providers.aws import launch, network, placement, sweep
 from cloudgpu_providers.aws.credentials import find_credentials
 from cloudgpu_providers.aws.faults import PROVIDER, Caller
 from cloudgpu_providers.aws.instances import (
@@ -74,6 +74,7 @@ class AWSProvider(Provider):
         minimum_billed_s=60,  # Linux instances: per second, one-minute minimum
         notice_poll_s=5.0,  # describe_spot_instance_requests from outside, the fallback
         disposable=True,  # a fresh VM per job, terminated at teardown
+        lease_tags=True,  # create_tags on a running instance
     )
 
     def __init__(self, ctx: ProviderContext, gpus: GpuRegistry | None = None) -> None:
@@ -313,6 +314,23 @@ class AWSProvider(Provider):
             for item in find_raw(self.call, self.clients.ec2(region), tags):
                 out.append(self._record(item, region))
         return out
+
+    def renew_lease(self, instance: Instance, until: float) -> bool:
+        region = self._region_of.get(instance.id) or instance.region
+        if not region:
+            return False
+        sweep.renew(self.call, self.clients.ec2(region), instance.id, until)
+        return True
+
+    def leftovers(self, tags: Mapping[str, str]) -> list[Leftover]:
+        out: list[Leftover] = []
+        for region in self.regions():
+            out += sweep.leftovers(self.call, self.clients.ec2(region), region, tags)
+        return out
+
+    def remove_leftover(self, item: Leftover) -> None:
+        ec2 = self.clients.ec2(item.region or self.settings.home_region)
+        sweep.remove(self.call, ec2, item, self.ctx.paths.keys_dir)
 
     def terminate(self, instance_id: str) -> None:
         found = self._locate(instance_id)

@@ -57,6 +57,8 @@ def test_github_runner_template_lands_in_dot_github(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     wf = tmp_path / ".github" / "workflows"
     assert sorted(p.name for p in wf.iterdir()) == ["gpu-runner-gc.yml", "gpu-tests.yml"]
+    # The workflows use the action from the repository itself (nothing unpinned).
+    assert (tmp_path / ".github" / "actions" / "cloudgpu-runner" / "action.yml").is_file()
     assert f"edit {tmp_path}/.github/workflows/gpu-tests.yml" in res.output
 
 

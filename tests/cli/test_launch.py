@@ -55,13 +55,13 @@ def test_quickstart_as_subprocess(tmp_path: Path, cloudgpu_home: Path) -> None:
 
 
 def test_run_failure_propagates_exit_code(tmp_path: Path, cloudgpu_home: Path) -> None:
-    job = job_file(tmp_path, "name: fails\nresources: {gpu: none}\nrun: echo boom; exit 7\n")
+    job = job_file(tmp_path, "name: fails\nresources: {gpu: none}\nrun: echo boom; exit 9\n")
     code, _, err = main_exit(["launch", str(job), "--yes"])
-    assert code == 7
+    assert code == 9
     line = [ln for ln in err.splitlines() if ln.startswith("error:")]
-    assert len(line) == 1 and "exit code 7" in line[0] and "log:" in line[0]
+    assert len(line) == 1 and "exit code 9" in line[0] and "log:" in line[0]
     (rec,) = store(cloudgpu_home).jobs()
-    assert rec.state == "failed" and rec.exit_code == 7
+    assert rec.state == "failed" and rec.exit_code == 9
     assert "boom" in Path(rec.log_path).read_text()
     assert local_workspaces(cloudgpu_home) == []
 
@@ -69,7 +69,9 @@ def test_run_failure_propagates_exit_code(tmp_path: Path, cloudgpu_home: Path) -
 def test_setup_failure(tmp_path: Path, cloudgpu_home: Path) -> None:
     job = job_file(tmp_path, "name: badsetup\nsetup: exit 3\nrun: echo never\n")
     code, out, err = main_exit(["launch", str(job), "--yes"])
-    assert code == 3 and "setup failed with exit code 3" in err
+    # 3 is one of cloudgpu's own codes: it exits 1, and says the job's own.
+    assert code == 1 and "setup failed with exit code 3" in err
+    assert "cloudgpu exits 1: 3 is one of its own codes" in err
     assert "never" not in out
     assert local_workspaces(cloudgpu_home) == []
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import subprocess
 import zlib
 from pathlib import Path
 
@@ -236,3 +237,20 @@ def test_two_collects_symlink_then_directory_over_ssh(
     assert tree_hash(victim) == before
     assert (dst / "x").is_dir() and not (dst / "x").is_symlink()
     assert (dst / "x" / "authorized_keys").read_text() == "ssh-ed25519 AAAA attacker\n"
+
+
+def test_partials_of_a_killed_transfer_are_cleared_by_the_next(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    dst = tmp_path / "results"
+    (dst / "sub").mkdir(parents=True)
+    stale = dst / "sub" / f".cgpu-{dead.pid}-7.part"  # a collect killed with -9 left it
+    stale.write_bytes(b"half a file")
+    live = dst / "sub" / f".cgpu-{os.getpid()}-1.part"  # a transfer still under way
+    live.write_bytes(b"in flight")
+    assert agent.scan(os.fsencode(dst)).keys() == {b"", b"sub"}  # never synced
+    s = Crafted()
+    s.file(b"sub/out.txt", b"fresh\n")
+    download(s.bytes(), dst)
+    assert not stale.exists() and live.exists()
+    assert (dst / "sub" / "out.txt").read_text() == "fresh\n"
