@@ -33,17 +33,12 @@ from cloudgpu.errors import CloudGPUError, ConfigError
 from cloudgpu.lifecycle import detach, states
 from cloudgpu.lifecycle.collect import COLLECT_GRACE_S, OutputsNotCollected
 from cloudgpu.lifecycle.deps import build_deps
+from cloudgpu.lifecycle.faults import deadline_text
 from cloudgpu.lifecycle.launch import create_job, new_job_id
 from cloudgpu.lifecycle.multinode import MultiNodeRun
 from cloudgpu.lifecycle.output import PREFIX, JobLog
 from cloudgpu.lifecycle.provision import Retry
-from cloudgpu.lifecycle.run import (
-    DEFAULT_DEADLINE_S,
-    MAX_PREEMPTIONS,
-    JobRun,
-    LaunchOptions,
-    deadline_text,
-)
+from cloudgpu.lifecycle.run import DEFAULT_DEADLINE_S, MAX_PREEMPTIONS, JobRun, LaunchOptions
 from cloudgpu.planner import Candidate
 from cloudgpu.planner.choose import Choice
 from cloudgpu.scaffold import copy_template, job_file_for

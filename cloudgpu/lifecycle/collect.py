@@ -49,15 +49,19 @@ def collect(
     attempts: int = ATTEMPTS,
     *,
     env: Mapping[str, str],
+    still_there: Callable[[], bool] = lambda: True,
 ) -> tuple[Machine, list[str]]:
     """Collect every output, reconnecting between tries; returns the machine (a new
     connection after a retry) and the outputs the instance did not have. ``env`` holds
     the object-store credentials that sign uploads of outputs bound for a store; a
-    store's refusal counts as a failed try too (the outputs stay on the instance)."""
+    store's refusal counts as a failed try too (the outputs stay on the instance). No
+    retry once ``still_there()`` says the instance is gone."""
     backoff = Retry(until=math.inf, first_s=FIRST_WAIT_S, max_s=MAX_WAIT_S)
     last: CloudGPUError | None = None
     for attempt in range(1, attempts + 1):
         if last is not None:
+            if not still_there():
+                break
             wait = backoff.wait(attempt - 1, 0.0) or FIRST_WAIT_S
             sink.info(f"collecting again in {wait:.0f} s (attempt {attempt} of {attempts})")
             sleep(wait)
@@ -74,7 +78,7 @@ def collect(
             last = exc
             sink.info(f"collecting outputs failed: {exc}")
     assert last is not None
-    raise OutputsNotCollected(f"outputs not collected after {attempts} attempts: {last}")
+    raise OutputsNotCollected(f"outputs not collected after {attempt} attempt(s): {last}")
 
 
 def where(job: JobSpec) -> str:

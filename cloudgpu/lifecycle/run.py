@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -26,12 +25,12 @@ from pathlib import Path
 
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.costs import billing
-from cloudgpu.errors import CloudGPUError, JobError, LimitExceeded, ProviderError, RemoteError
-from cloudgpu.lifecycle import metrics, notice, states, watch
+from cloudgpu.errors import JobError, LimitExceeded, ProviderError, RemoteError
+from cloudgpu.lifecycle import faults, metrics, notice, states, watch
 from cloudgpu.lifecycle.batch import batch_job, run_batch
 from cloudgpu.lifecycle.bootstrap import INSTANCE_ENV, bootstrap
 from cloudgpu.lifecycle.checkpoint import Syncer
-from cloudgpu.lifecycle.collect import COLLECT_GRACE_S, OutputsNotCollected, collect, where
+from cloudgpu.lifecycle.collect import COLLECT_GRACE_S, OutputsNotCollected, collect
 from cloudgpu.lifecycle.deps import Deps
 from cloudgpu.lifecycle.provision import Provisioned, Retry, provision
 from cloudgpu.lifecycle.stage import (
@@ -43,8 +42,8 @@ from cloudgpu.lifecycle.stage import (
     stage_data,
 )
 from cloudgpu.lifecycle.teardown import job_cost, teardown_instance, teardown_job
-from cloudgpu.provider import Capabilities, InstanceState, NoticeWatcher
-from cloudgpu.remote import Machine
+from cloudgpu.provider import Capabilities, NoticeWatcher
+from cloudgpu.remote import ConnectionLost, Machine
 from cloudgpu.spec.model import JobSpec
 from cloudgpu.sshkeys import ensure_keypair
 from cloudgpu.state import probes
@@ -52,26 +51,8 @@ from cloudgpu.state import probes
 DEADLINE_GRACE_S = 300.0  # past max_runtime, for collecting outputs and teardown
 DEFAULT_DEADLINE_S = 24 * 3600.0  # instance-side deadline when the job sets no max_runtime
 MAX_PREEMPTIONS = 5
-EXIT_LOST = 255  # what a command reports when its session died under it
-LOST_STATES = (
-    InstanceState.PREEMPTED,
-    InstanceState.TERMINATED,
-    InstanceState.STOPPING,
-    InstanceState.STOPPED,
-)
-LOST_WAIT_S, LOST_POLL_S = 30.0, 2.0
-
-
-def deadline_text(job: JobSpec, offer: Offer, default_s: float) -> str:
-    """What stops the instance by itself, for the plan: e.g. "6 h (limits.max_runtime)"."""
-    lim = job.limits
-    ends = [(lim.max_runtime_s or default_s, "limits.max_runtime" if lim.max_runtime_s else
-             "launch.default_deadline")]  # fmt: skip
-    if lim.max_cost is not None and offer.price_per_hour > 0:
-        ends.append((lim.max_cost / offer.price_per_hour * 3600, "limits.max_cost at its price"))
-    seconds, why = min(ends)
-    span = f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.3g} h"
-    return f"{span} after start ({why}), plus the grace"
+PREPARE_ATTEMPTS = 3  # bootstrap + staging over a new connection after a drop
+RECONNECT_TIMEOUT_S = 60.0  # for a running instance to answer SSH again
 
 
 @dataclass
@@ -129,14 +110,12 @@ class JobRun:
         self.deps.store.add_event(self.job_id, "state", state)
 
     def deadline(self, offer: Offer) -> float:
-        """When an instance of ``offer`` must stop itself: at max_runtime, when max_cost
-        is spent at its price, or after the configured default; plus the grace."""
-        limits = self.job.limits
-        ends = [self.started_at + (limits.max_runtime_s or self.opts.default_deadline_s)]
-        if limits.max_cost is not None and offer.price_per_hour > 0:
-            left = max(0.0, limits.max_cost - self.cost_now())
-            ends.append(self.deps.clock() + left / offer.price_per_hour * 3600)
-        return min(ends) + self.opts.grace_s
+        """When an instance of ``offer`` must stop itself, grace included."""
+        now, spent = self.deps.clock(), self.cost_now()
+        end = faults.deadline(
+            self.job, offer, self.started_at, now, spent, self.opts.default_deadline_s
+        )
+        return end + self.opts.grace_s
 
     def interrupt(self) -> bool:
         """A first Ctrl-C, SIGTERM or SIGHUP. While the job runs or outputs come back:
@@ -246,7 +225,10 @@ class JobRun:
         self.watcher.watch(got)
         return got
 
-    def _connect(self, got: Provisioned) -> Machine:
+    def _connect(self, got: Provisioned, timeout: float | None = None) -> Machine:
+        """A connection to ``got``; ``timeout``: for SSH to answer (default: as long as a
+        new instance may take to boot)."""
+
         def pinned(label: str, fp: str) -> None:
             self.deps.sink.info(f"host key of {label} pinned on first use: {fp}")
 
@@ -260,7 +242,7 @@ class JobRun:
             got.instance,
             known_hosts=self.deps.known_hosts,
             key_file=key,
-            timeout=self.deps.ssh_timeout,
+            timeout=timeout or self.deps.ssh_timeout,
             on_new_host_key=pinned,
         )
 
@@ -282,7 +264,7 @@ class JobRun:
         try:
             watcher = got.provider.notice_watcher(got.instance)
             try:
-                self._prepare(machine, got, watcher)
+                machine = self._prepare_once_more(machine, got, watcher)
                 if watcher is not None:
                     reader = self._read_notices(machine)
                 if resumed:
@@ -294,7 +276,7 @@ class JobRun:
                 if self._lost(got):
                     return None
                 raise
-            if rc == EXIT_LOST and not self.watcher.reason:
+            if rc == faults.EXIT_LOST and not self.watcher.reason:
                 self._lost(got)  # the session died with the instance, or the job exited 255
             if self.watcher.reason and self.job.checkpoint:
                 flush_checkpoint(machine, self.job, self.ckpt_local, self.deps.sink, self.deps.env)
@@ -318,23 +300,14 @@ class JobRun:
         ).start()
 
     def _lost(self, got: Provisioned) -> bool:
-        """After a dropped session: was the instance taken away? Asks the provider for a
-        while (its state lags the machine); a healthy instance is not lost."""
+        """After a dropped session: was the instance taken away (then the preemption
+        path, whatever the notice said), or is it healthy?"""
         if self.watcher.reason == watch.PREEMPTED:
             return True
-        iid = got.instance.id
-        for _ in range(int(LOST_WAIT_S / LOST_POLL_S)):
-            try:
-                state = got.provider.describe(iid).state
-            except CloudGPUError:
-                state = InstanceState.UNKNOWN
-            if state in LOST_STATES:
-                self.watcher.trip(watch.PREEMPTED, f"instance {iid} is {state.value}: lost")
-                return self.watcher.reason == watch.PREEMPTED
-            if state == InstanceState.RUNNING:
-                return False
-            self.deps.sleep(LOST_POLL_S)
-        return False
+        state = faults.instance_lost(got, self.deps.sleep)
+        if state is not None:
+            self.watcher.trip(watch.PREEMPTED, f"instance {got.instance.id} is {state.value}")
+        return self.watcher.reason == watch.PREEMPTED
 
     def _collect(
         self, machine: Machine, got: Provisioned, rc: int, job: JobSpec | None = None
@@ -346,30 +319,35 @@ class JobRun:
                 machine,
                 spec,
                 self.deps.sink,
-                lambda: self._connect(got),
+                lambda: self._connect(got, RECONNECT_TIMEOUT_S),
                 self.deps.sleep,
                 env=self.deps.env,
+                still_there=lambda: faults.instance_lost(got, self.deps.sleep) is None,
             )
             return machine
         except OutputsNotCollected as exc:
-            ran = f"the run exited {rc}" if rc else "the run succeeded"
-            iid = got.instance.id
-            if got.provider.describe(iid).state.is_gone:
-                raise RemoteError(
-                    f"job {self.job_id}: {ran}, but its outputs are lost: instance {iid} "
-                    f"is gone ({exc})"
-                ) from exc
-            now = self.deps.clock()
-            self.held_until = min(now + self.opts.collect_grace_s, got.deadline)
-            until = time.strftime("%H:%M", time.localtime(self.held_until))
-            held = OutputsNotCollected(
-                f"job {self.job_id}: {ran}, but {exc}; they are still on instance {iid}: "
-                f"{where(spec)}",
-                hint=f"instance kept until {until}: `cloudgpu down {self.job_id} --collect` "
-                "fetches them, then tears it down",
-            )
-            held.until = self.held_until
-            raise held from exc
+            until = min(self.deps.clock() + self.opts.collect_grace_s, got.deadline)
+            err = faults.uncollected(self.job_id, spec, got, rc, exc, until)
+            if isinstance(err, OutputsNotCollected):
+                self.held_until = until
+            raise err from exc
+
+    def _prepare_once_more(
+        self, machine: Machine, got: Provisioned, watcher: NoticeWatcher | None
+    ) -> Machine:
+        """Bootstrap and stage; a connection dropped under a healthy instance is made
+        again and the (incremental) staging resumes."""
+        for attempt in range(1, PREPARE_ATTEMPTS + 1):
+            try:
+                self._prepare(machine, got, watcher)
+                return machine
+            except ConnectionLost as exc:
+                if attempt == PREPARE_ATTEMPTS or self._lost(got):
+                    raise
+                self.deps.sink.info(f"{exc}; reconnecting (attempt {attempt + 1})")
+                machine.close()
+                machine = self._connect(got, RECONNECT_TIMEOUT_S)
+        return machine
 
     def _prepare(self, machine: Machine, got: Provisioned, watcher: NoticeWatcher | None) -> None:
         """Bootstrap, then stage data. Where bootstrap only makes a directory (the NVMe is

@@ -32,6 +32,11 @@ EXIT_TIMEOUT = 124
 NVME_ENV = "CLOUDGPU_NVME"
 
 
+class ConnectionLost(RemoteError):
+    """The connection to the machine broke (reset, closed, timed out): the machine itself
+    may be fine, so a new connection may carry on."""
+
+
 class MissingSource(RemoteError):
     """What get_dir/get_file was to fetch does not exist there: the connection is fine,
     retrying will not help (e.g. a job that wrote no outputs)."""

@@ -25,6 +25,7 @@ from cloudgpu.remote.machine import (
     EXIT_STOPPED,
     EXIT_TIMEOUT,
     NVME_ENV,
+    ConnectionLost,
     ExcludeFn,
     OutputFn,
     ProgressFn,
@@ -89,7 +90,7 @@ class ParamikoStream:
         self.label = label
 
     def _lost(self, exc: BaseException) -> RemoteError:
-        return RemoteError(f"{self.label}: SSH connection lost during a transfer ({exc!r})")
+        return ConnectionLost(f"{self.label}: SSH connection lost during a transfer ({exc!r})")
 
     def write(self, data: bytes) -> None:
         try:
@@ -149,7 +150,7 @@ class SSHMachine:
             chan = self.transport.open_session(window_size=WINDOW)
             chan.exec_command(command)
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise RemoteError(f"{self.endpoint.label}: SSH session lost ({exc})") from exc
+            raise ConnectionLost(f"{self.endpoint.label}: SSH session lost ({exc})") from exc
         return chan
 
     def run(
@@ -176,12 +177,14 @@ class SSHMachine:
                 _drain(chan, out.feed, on_stderr)
                 lost = chan.closed or not self.transport.is_active()
                 if lost and not chan.exit_status_ready():
-                    raise RemoteError(f"{self.endpoint.label}: connection lost while running")
+                    raise ConnectionLost(f"{self.endpoint.label}: connection lost while running")
             status = chan.recv_exit_status()
         finally:
             chan.close()
         if ending.ended is not None:
             return ending.ended
+        if status < 0 and not self.transport.is_active():  # no status: the connection died
+            raise ConnectionLost(f"{self.endpoint.label}: connection lost while running")
         return 255 if status < 0 else status  # < 0: killed by a signal we did not send
 
     def _kill(self, pgid: int | None) -> None:

@@ -23,6 +23,7 @@ from typing import Protocol
 from cloudgpu.errors import RemoteError
 from cloudgpu.remote import agent
 from cloudgpu.remote.machine import (
+    ConnectionLost,
     ExcludeFn,
     MissingSource,
     ProgressFn,
@@ -60,7 +61,7 @@ def agent_command(python: str, op: str, root: str) -> str:
     return f'P=python3; [ -x /usr/bin/python3 ] && P=/usr/bin/python3; exec "$P" {args}'
 
 
-class TransportFailed(RemoteError):
+class TransportFailed(ConnectionLost):
     """The stream's transport itself failed (the ssh binary's own status 255), not the
     agent: the caller may retry over another transport."""
 

@@ -207,17 +207,24 @@ class AWSProvider(Provider):
             raise
 
     def leftovers(self, tags: Mapping[str, str]) -> list[Leftover]:
-        """Placement groups carrying ``tags`` (a multi-node job's, or one a crash left)."""
+        """Placement groups (a multi-node job's, or one a crash left), and the security
+        groups and key pairs a create killed before run_instances leaves, carrying
+        ``tags``."""
         out = []
         for region in self.regions():
-            for g in placement.tagged(self.call, self.clients.ec2(region), tags):
+            ec2 = self.clients.ec2(region)
+            for g in placement.tagged(self.call, ec2, tags):
                 found = {t["Key"]: t["Value"] for t in g.get("Tags", [])}
                 out.append(Leftover(placement.KIND, g["GroupName"], found, region))
+            out += sweep.leftovers(self.call, ec2, region, tags)
         return out
 
     def remove_leftover(self, item: Leftover) -> None:
         if item.kind == placement.KIND:
             self._delete_groups(item.region, [item.id])
+            return
+        ec2 = self.clients.ec2(item.region or self.settings.home_region)
+        sweep.remove(self.call, ec2, item, self.ctx.paths.keys_dir)
 
     def _delete_groups(self, region: str, names: Sequence[str]) -> None:
         """Best effort, once the nodes' termination is under way; a group EC2 still
@@ -321,16 +328,6 @@ class AWSProvider(Provider):
             return False
         sweep.renew(self.call, self.clients.ec2(region), instance.id, until)
         return True
-
-    def leftovers(self, tags: Mapping[str, str]) -> list[Leftover]:
-        out: list[Leftover] = []
-        for region in self.regions():
-            out += sweep.leftovers(self.call, self.clients.ec2(region), region, tags)
-        return out
-
-    def remove_leftover(self, item: Leftover) -> None:
-        ec2 = self.clients.ec2(item.region or self.settings.home_region)
-        sweep.remove(self.call, ec2, item, self.ctx.paths.keys_dir)
 
     def terminate(self, instance_id: str) -> None:
         found = self._locate(instance_id)
