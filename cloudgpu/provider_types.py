@@ -79,6 +79,7 @@ class Instance:
     tags: Mapping[str, str] = field(default_factory=dict)
     price_per_hour: float = 0.0
     launched_at: float | None = None  # unix seconds
+    ended_at: float | None = None  # when it stopped or went, where the provider says
     nvme_mount: str = "/nvme"  # where the job finds local NVMe on this instance
     workdir: str = ""  # for non-remote providers: the instance's root on this machine
     # Where the other nodes of a multi-node job reach this one (VPC address, cluster

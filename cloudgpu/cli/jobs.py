@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import socket
 import subprocess
 import sys
 import time
@@ -28,6 +29,7 @@ from cloudgpu.lifecycle.collect import instance_of
 from cloudgpu.lifecycle.deps import Deps, build_deps
 from cloudgpu.lifecycle.output import PREFIX
 from cloudgpu.lifecycle.reaper import ACTIVITY
+from cloudgpu.lifecycle.refresh import refresh_job, unconfirmed
 from cloudgpu.sshkeys import ensure_keypair
 from cloudgpu.state import probes
 from cloudgpu.state.store import InstanceRecord, JobRecord, Store
@@ -124,13 +126,32 @@ def job_dict(
 @click.command("status")
 @click.argument("job", required=False, shell_complete=complete_job)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def status(job: str | None, as_json: bool) -> None:
-    """Jobs and their instances (from the local state store); JOB shows its history."""
-    store = get_app().store()
-    now = time.time()
+@click.option(
+    "--refresh", is_flag=True,
+    help="Ask the providers about instances the store believes live (slower).",
+)  # fmt: skip
+def status(job: str | None, as_json: bool, refresh: bool) -> None:
+    """Jobs and their instances (from the local state store); JOB shows its history.
+
+    Plain `status` never asks a provider: a state marked `?` is one the store cannot
+    vouch for (its client is gone, or nothing confirmed it within a lease); `--refresh`
+    asks, and records what stopped with its spend up to then."""
+    app = get_app()
+    store = app.store()
     jobs = [store.find_job(job)] if job else store.jobs()
-    caps_of = get_app().registry.capabilities
+    if refresh:
+        deps = lifecycle_deps(app, store)
+        for j in jobs:
+            if store.instances(j.id, live_only=True):
+                for note in refresh_job(deps, j):
+                    click.echo(f"{PREFIX}{j.id}: {note}", err=True)
+        jobs = [store.job(j.id) for j in jobs]
+    now = time.time()
+    caps_of = app.registry.capabilities
+    host = socket.gethostname()
     rows = [job_dict(store, j, now, caps_of, events=bool(job)) for j in jobs]
+    for r, j in zip(rows, jobs, strict=True):
+        r["unconfirmed"] = unconfirmed(j, now, host)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -140,7 +161,7 @@ def status(job: str | None, as_json: bool) -> None:
     cells = [
         [
             r["id"],
-            r["state"],
+            r["state"] + ("?" if r["unconfirmed"] else ""),
             r["provider"] or "-",
             r["instance_type"] or "-",
             "$" + format(r["cost"], ".4f"),
@@ -153,6 +174,9 @@ def status(job: str | None, as_json: bool) -> None:
         headers, cells, right={4}, width=terminal_width(), paint={1: style.state}
     ):
         click.echo(line)
+    if any(r["unconfirmed"] for r in rows):
+        click.echo("? not confirmed lately (client gone, or a kept instance may have stopped):")
+        click.echo("  `cloudgpu status --refresh` asks the providers")
     for r in rows:
         for e in r.get("events", []):
             stamp = time.strftime("%H:%M:%S", time.localtime(e["ts"]))

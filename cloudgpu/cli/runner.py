@@ -268,8 +268,11 @@ class _Dispatch:
         self._runners(event.repo).start(req)
 
     def reap(self, event: WorkflowJobEvent) -> None:
-        if event.runner_name:
-            self._runners(event.repo).stop_job(event.repo, event.runner_name)
+        """Remove the runner that ran a completed job, only if this service made it (its
+        name and a record in this store): the user's own runners are never touched."""
+        runners = self._runners(event.repo)
+        if event.runner_name and runners.made_here(event.runner_name):
+            runners.stop_job(event.repo, event.runner_name)
 
 
 @runner.command("serve")

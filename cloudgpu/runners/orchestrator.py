@@ -313,6 +313,16 @@ class Runners:
         validate_repo(repo)
         return self.stop_job(repo, runner_job_id(repo, run_tag), run_tag)
 
+    def made_here(self, runner_name: str) -> bool:
+        """Was ``runner_name`` started from this store (our name prefix and our record)?"""
+        if not runner_name.startswith(PREFIX):
+            return False
+        try:
+            self.deps.store.job(runner_name)
+        except StateError:
+            return False
+        return True
+
     def stop_job(self, repo: str, job_id: str, run_tag: str = "") -> Swept:
         """Remove the runner named ``job_id`` and terminate its tagged instances."""
         out = Swept()

@@ -9,6 +9,11 @@ never starts more than ``max_concurrency`` runners at a time (per pool:
 server knows nothing about providers.
 
 Endpoints: ``POST /webhook`` (GitHub deliveries), ``GET /healthz`` (JSON counters).
+
+Exposed to the internet, so bounded: at most ``MAX_CONNECTIONS`` connections are served
+at once (more are answered 503 and closed, never given a thread), each socket read times
+out after ``READ_TIMEOUT_S`` (an idle keep-alive or a slow sender is dropped), and a body
+over ``MAX_BODY`` is refused before it is read.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from cloudgpu.runners.webhook import (
 log = logging.getLogger("cloudgpu.runners.serve")
 
 MAX_BODY = 5 * 1024 * 1024  # GitHub caps payloads at 25 MB; workflow_job ones are small
+MAX_CONNECTIONS = 64  # served at once; GitHub sends deliveries one connection each
+READ_TIMEOUT_S = 10.0  # GitHub gives a delivery 10 s in all
 
 
 class Dispatch(Protocol):
@@ -184,6 +191,10 @@ class _Handler(BaseHTTPRequestHandler):
     # the client's delayed ACK and every keep-alive answer waits ~40 ms.
     disable_nagle_algorithm = True
 
+    def setup(self) -> None:
+        self.request.settimeout(self.server.read_timeout)  # every read, idle or slow
+        super().setup()
+
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
 
@@ -205,8 +216,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/") != "/webhook":
             self._reply(404, {"error": "not found"})
             return
-        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = 0
         if length <= 0 or length > MAX_BODY:
+            self.close_connection = True
             self._reply(413 if length > MAX_BODY else 400, {"error": "bad body length"})
             return
         body = self.rfile.read(length)
@@ -217,14 +232,51 @@ class _Handler(BaseHTTPRequestHandler):
 class WebhookServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], service: RunnerService) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        service: RunnerService,
+        max_connections: int = MAX_CONNECTIONS,
+        read_timeout: float = READ_TIMEOUT_S,
+    ) -> None:
         super().__init__(address, _Handler)
         self.service = service
+        self.read_timeout = read_timeout
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self.refused = 0
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """A thread per connection, up to the bound; beyond it a 503 and close."""
+        if not self._slots.acquire(blocking=False):
+            self.refused += 1
+            try:
+                request.sendall(BUSY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}"
+
+
+BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n"
+    b"Connection: close\r\n\r\n"
+)
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

@@ -353,6 +353,7 @@ class SimProvider(Provider):
             tags=dict(st["tags"]),
             price_per_hour=float(offer["price_per_hour"]),
             launched_at=st.get("launched_at"),
+            ended_at=st.get("terminated_at"),
             nvme_mount=st["nvme_mount"],
             private_address="127.0.0.1",
             extra={

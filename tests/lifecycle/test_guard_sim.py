@@ -10,6 +10,7 @@ with no sim instance left.
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Iterator
@@ -252,3 +253,39 @@ def test_preemption_without_notice_resumes_from_the_periodic_checkpoint(
     ]
     assert deps.store.job(job_id).state == "succeeded"
     assert live_sim(cloudgpu_home) == []
+
+
+def test_status_refresh_records_an_instance_that_ended_by_itself(
+    tmp_path: Path, cloudgpu_home: Path
+) -> None:
+    configure(cloudgpu_home, [offer("sim.small", 0.9)])
+    job = job_file(tmp_path, "name: kept\nresources: {gpu: L4}\nrun: echo hi\n")
+    assert cli_proc(["launch", str(job), "--yes", "--keep"], cloudgpu_home).returncode == 0
+    (inst,) = sim(cloudgpu_home).list_instances({})
+    sim(cloudgpu_home).preempt(inst.id, notice=0.0)  # gone while no client watches
+    wait_for(lambda: sim(cloudgpu_home).describe(inst.id).state.is_gone, what="preempted")
+    ended = sim(cloudgpu_home).describe(inst.id).ended_at
+    assert ended is not None
+    plain = json.loads(cli_proc(["status", "--json"], cloudgpu_home).stdout)
+    assert [i["state"] for i in plain[0]["instances"]] == ["running"]  # store only: fast
+    res = cli_proc(["status", "--refresh", "--json"], cloudgpu_home, env={"CLOUDGPU_SIM": "1"})
+    assert res.returncode == 0, res.stderr
+    (row,) = json.loads(res.stdout)
+    assert [i["state"] for i in row["instances"]] == ["preempted"]
+    assert row["state"] == "stopped"
+    (spend,) = store(cloudgpu_home).spend(job_id=row["id"])
+    assert spend.ended_at == pytest.approx(ended)  # billed up to when it really ended
+    assert "preempted (recorded running)" in res.stderr
+
+
+def test_plain_status_marks_what_it_cannot_vouch_for(cloudgpu_home: Path) -> None:
+    s = store(cloudgpu_home)
+    s.add_job("orphaned-0001", "orphaned", {}, state="running")
+    s.update_job("orphaned-0001", pid=99999999)  # its client is gone
+    s.add_job("fine-0002", "fine", {}, state="succeeded")
+    res = cli_proc(["status"], cloudgpu_home)
+    assert res.returncode == 0
+    assert "running?" in res.stdout and "succeeded?" not in res.stdout
+    assert "status --refresh" in res.stdout
+    rows = json.loads(cli_proc(["status", "--json"], cloudgpu_home).stdout)
+    assert {r["id"]: r["unconfirmed"] for r in rows} == {"orphaned-0001": True, "fine-0002": False}

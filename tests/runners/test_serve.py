@@ -180,3 +180,59 @@ def test_pools_config(tmp_path: Path) -> None:
     bad.write_text('[[pools]]\nname = "a"\nlabelz = ["x"]\ngpu = "A100"\n')
     with pytest.raises(ConfigError, match="labelz"):
         load_serve_config(bad)
+
+
+def test_idle_and_slow_connections_are_bounded_and_dropped() -> None:
+    """200 idle connections get no 200 threads: past the bound they are answered 503 and
+    closed; within it, each is dropped after the read timeout."""
+    import socket
+
+    dispatch = RecordingDispatch()
+    config = ServeConfig(pools=(Pool("a100", frozenset({"gpu-a100"}), "A100:1"),))
+    service = RunnerService(config, SECRET, dispatch)
+    server = WebhookServer(("127.0.0.1", 0), service, max_connections=8, read_timeout=0.5)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host, port = server.server_address[:2]
+    socks = []
+    try:
+        before = threading.active_count()
+        for _ in range(200):
+            socks.append(socket.create_connection((host, port), timeout=5))
+        # Every one is answered 503 or closed by the server soon; never 200 threads.
+        peak, pending, answers = 0, list(socks), []
+        end = time.monotonic() + 30
+        while pending and time.monotonic() < end:
+            peak = max(peak, threading.active_count() - before)
+            for s in list(pending):
+                s.setblocking(False)
+                try:
+                    answers.append(s.recv(200))
+                    pending.remove(s)
+                except BlockingIOError:
+                    pass
+            time.sleep(0.02)
+        assert pending == [] and peak <= 8 + 1
+        assert server.refused > 0
+        assert any(a.startswith(b"HTTP/1.1 503") for a in answers)
+        # One that sends half a request: dropped after the read timeout, not held forever.
+        slow = socket.create_connection((host, port), timeout=5)
+        slow.sendall(b"POST /webhook HTTP/1.1\r\nContent-Length: 100\r\n\r\n{")
+        t0 = time.monotonic()
+        assert slow.recv(100) == b""  # the server gave up on it
+        assert time.monotonic() - t0 < 3
+        slow.close()
+        # Still serving: a real delivery goes through once the idle ones are gone.
+        assert post(server.url, payload(7), delivery="d-ok")[0] == 202
+        big = urllib.request.Request(
+            f"{server.url}/webhook", data=b"x" * 10, method="POST",
+            headers={"Content-Length": str(50 * 1024 * 1024)},
+        )  # fmt: skip
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(big, timeout=5)
+        assert err.value.code == 413
+    finally:
+        for s in socks:
+            s.close()
+        server.shutdown()
+        server.server_close()
+        service.close()

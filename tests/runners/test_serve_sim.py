@@ -89,3 +89,30 @@ def test_fifty_jobs_with_a_cap_of_ten(
     res = CliRunner().invoke(cli, ["runner", "gc", "--repo", REPO], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     assert gh.runners == {} and live_sim(paths) == []
+
+
+def test_completed_jobs_never_reap_runners_this_service_did_not_make(
+    gh: FakeGitHub, paths: Paths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The user's own persistent runner, and a cloudgpu-named runner of another store,
+    finish jobs too: their `completed` webhooks must leave them registered."""
+    from tests.runners.fake_github import FakeRunner
+
+    configure(paths, gh, monkeypatch)
+    gh.runners[901] = FakeRunner(901, "build-box", ["gpu"], "x", status="online")
+    gh.runners[902] = FakeRunner(902, "ghr-0123456789abcdef", ["gpu"], "x", status="online")
+    config = ServeConfig(pools=(Pool("a10g", frozenset({"gpu-a10g"}), "A10G:1"),))
+    service = RunnerService(config, SECRET, _Dispatch(App(env=dict(os.environ)), threading.Lock()))
+    server = WebhookServer(("127.0.0.1", 0), service)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for job, name in ((1, "build-box"), (2, "ghr-0123456789abcdef")):
+            status, _ = post(server.url, _completed(job, name))
+            assert status == 202
+        assert service.drain(60)
+    finally:
+        server.shutdown()
+        server.server_close()
+        service.close()
+    assert sorted(gh.runners) == [901, 902]
+    assert not [r for r in gh.requests if r[0] == "DELETE"]
