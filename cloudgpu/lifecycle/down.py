@@ -185,10 +185,14 @@ def find_orphans(deps: Deps, providers: Sequence[Provider], *, force: bool = Fal
     for provider in providers:
         try:
             insts = provider.list_instances(mine)
-            extra = provider.leftovers(mine)
         except CloudGPUError as exc:
-            found.failures.append(f"{provider.name}: cannot list: {exc}")
+            found.failures.append(f"{provider.name}: cannot list instances: {exc}")
             continue
+        try:
+            extra = provider.leftovers(mine)
+        except CloudGPUError as exc:  # instances are still swept; the rest next time
+            found.failures.append(f"{provider.name}: cannot list other resources: {exc}")
+            extra = []
         for inst in insts:
             why = _held(deps, inst.tags, now, force)
             if why:

@@ -43,7 +43,7 @@ from cloudgpu.lifecycle.stage import (
 )
 from cloudgpu.lifecycle.teardown import job_cost, teardown_instance, teardown_job
 from cloudgpu.provider import Capabilities, NoticeWatcher
-from cloudgpu.remote import ConnectionLost, Machine
+from cloudgpu.remote import ConnectionLost, Machine, detached
 from cloudgpu.spec.model import JobSpec
 from cloudgpu.sshkeys import ensure_keypair
 from cloudgpu.state import probes
@@ -53,6 +53,7 @@ DEFAULT_DEADLINE_S = 24 * 3600.0  # instance-side deadline when the job sets no 
 MAX_PREEMPTIONS = 5
 PREPARE_ATTEMPTS = 3  # bootstrap + staging over a new connection after a drop
 RECONNECT_TIMEOUT_S = 60.0  # for a running instance to answer SSH again
+REATTACH_ATTEMPTS = 5  # follows of a detached run over new connections
 
 
 @dataclass
@@ -271,7 +272,7 @@ class JobRun:
                     restore_checkpoint(
                         machine, self.job, self.ckpt_local, self.deps.sink, self.deps.env
                     )
-                rc = self._commands(machine, got)
+                rc, machine = self._commands(machine, got)
             except RemoteError:
                 if self._lost(got):
                     return None
@@ -380,7 +381,9 @@ class JobRun:
                 self.deps.clock(), found,
             )  # fmt: skip
 
-    def _commands(self, machine: Machine, got: Provisioned) -> int:
+    def _commands(self, machine: Machine, got: Provisioned) -> tuple[int, Machine]:
+        """Setup, then run; (the run's exit code, the machine: a new connection if the
+        first one dropped while the job ran on)."""
         env = {
             **self.job.env,
             "CLOUDGPU_JOB": self.job_id,
@@ -396,14 +399,8 @@ class JobRun:
                 continue
             self.state(step)
             self.deps.sink.info(f"{'setup' if step == states.SETUP else 'run'}: starting")
-            with Syncer(machine, self.job, self.ckpt_local, self.deps.sink, self.deps.env):
-                rc = machine.run(
-                    command,
-                    env=env,
-                    stop=self.watcher.stop,
-                    on_stdout=tap if step == states.RUNNING else self.deps.sink.job_output,
-                    on_stderr=lambda b: self.deps.sink.job_output(b, stderr=True),
-                )
+            out = tap if step == states.RUNNING else self.deps.sink.job_output
+            rc, machine = self._step(machine, got, f"{step}-{got.record_id}", command, env, out)
             if rc != 0 and step == states.SETUP and not self.watcher.reason:
                 raise JobError(
                     f"job {self.job_id}: setup failed with exit code {rc}; log: {self._log_path()}",
@@ -412,8 +409,45 @@ class JobRun:
             if step == states.RUNNING:
                 if rc == 0 and not self.watcher.reason:
                     self._record_speed(machine, got, tap, env[metrics.METRICS_ENV])
-                return rc
-        return 0
+                return rc, machine
+        return 0, machine
+
+    def _step(
+        self,
+        machine: Machine,
+        got: Provisioned,
+        name: str,
+        command: str,
+        env: dict[str, str],
+        out: Callable[[bytes], None],
+    ) -> tuple[int, Machine]:
+        """One command, its checkpoint synced while it runs. Where the machine allows,
+        it runs detached: a connection dropped under a healthy instance is made again
+        and the job, which never noticed, followed on from the byte it had reached."""
+        err = lambda b: self.deps.sink.job_output(b, stderr=True)  # noqa: E731
+        if not getattr(machine, "detachable", False):
+            with Syncer(machine, self.job, self.ckpt_local, self.deps.sink, self.deps.env):
+                rc = machine.run(command, env=env, stop=self.watcher.stop, on_stdout=out,
+                                 on_stderr=err)  # fmt: skip
+            return rc, machine
+        run_dir = on_instance(machine, f"/nvme/.cloudgpu/runs/{self.job_id}-{name}")
+        detached.start(machine, run_dir, command, env)
+        follower = detached.Follower(run_dir, out, err)
+        for attempt in range(1, REATTACH_ATTEMPTS + 1):
+            try:
+                with Syncer(machine, self.job, self.ckpt_local, self.deps.sink, self.deps.env):
+                    return follower.follow(machine, self.watcher.stop), machine
+            except ConnectionLost as exc:
+                if attempt == REATTACH_ATTEMPTS or self._lost(got):
+                    raise
+                self.deps.sink.info(f"{exc}; the job runs on: reconnecting to follow it")
+                self.deps.sleep(min(2.0 * attempt, 10.0))
+                machine.close()
+                try:
+                    machine = self._connect(got, RECONNECT_TIMEOUT_S)
+                except RemoteError as again:
+                    raise ConnectionLost(f"{again}") from again
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def _record_speed(
         self, machine: Machine, got: Provisioned, tap: metrics.MetricsTap, path: str

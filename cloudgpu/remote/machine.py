@@ -82,6 +82,8 @@ class Machine(Protocol):
     """
 
     nvme_path: str  # where the job's local NVMe is ("/nvme" on real and sim machines)
+    # Optional attribute ``detachable`` (default False): the machine runs python3 and
+    # setsid, so a job may run detached and be followed again over a new connection.
 
     def run(
         self,

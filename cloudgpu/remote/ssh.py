@@ -138,6 +138,9 @@ class SSHMachine:
     ) -> None:
         self.transport = transport
         self.launcher = tuple(launcher)  # see SSHTarget.launcher
+        # A job may run detached (cloudgpu.remote.detached) and be followed again after a
+        # dropped connection; not through a launcher, whose step ends with the command.
+        self.detachable = not self.launcher
         self.endpoint = endpoint
         self.nvme_path = nvme_path
         self.python = python  # the interpreter the sync agent runs with on the instance

@@ -22,7 +22,7 @@ from cloudgpu.lifecycle.run import JobRun, LaunchOptions
 from cloudgpu.paths import default_paths
 from cloudgpu.provider import Instance
 from cloudgpu.registry import Registry
-from cloudgpu.remote import Machine, ProgressFn, TransferStats
+from cloudgpu.remote import Machine, TransferStats
 from cloudgpu.spec import load_job
 from cloudgpu.state.store import Store
 from tests.lifecycle.helpers import job_file, store
@@ -44,9 +44,6 @@ def launch_proc(
 def job_state(home: Path) -> str:
     jobs = store(home).jobs()
     return jobs[0].state if jobs else ""
-
-
-Progress = ProgressFn | None
 
 
 class DropPlan:
@@ -84,19 +81,15 @@ class Dropping:
     def _cut(self) -> None:
         self.machine.transport.sock.shutdown(socket.SHUT_RDWR)
 
-    def get_dir(
-        self, src: str, local: Path, *, progress: ProgressFn | None = None
-    ) -> TransferStats:
+    def get_dir(self, src: str, local: Path, **kw: Any) -> TransferStats:
         if "/out" in src and self.plan.take("collect"):
             self._cut()
-        return self.machine.get_dir(src, local, progress=progress)
+        return self.machine.get_dir(src, local, **kw)
 
-    def put_dir(
-        self, local: Path, dst: str, *, progress: ProgressFn | None = None
-    ) -> TransferStats:
+    def put_dir(self, local: Path, dst: str, **kw: Any) -> TransferStats:
         if "/data" in dst and self.plan.take("stage"):
             self._cut()
-        return self.machine.put_dir(local, dst, progress=progress)
+        return self.machine.put_dir(local, dst, **kw)
 
     def run(self, command: str, **kw: Any) -> int:
         if "cloudgpu-bootstrap" not in command and self.plan.take("run"):

@@ -158,12 +158,17 @@ def dead_pid() -> int:
 
 def test_two_homes_on_one_account(case: Case, moto_url: str, tmp_path: Path) -> None:
     case.cloud, case.fault, case.stage = "aws (moto)", "two homes on one account", "running"
+    with capacity_proxy(moto_url) as proxy:
+        two_homes(case, moto_url, url_of(proxy), tmp_path)
+
+
+def two_homes(case: Case, moto_url: str, ec2_url: str, tmp_path: Path) -> None:
     homes = [tmp_path / "home-a", tmp_path / "home-b"]
     provs, insts, owners = [], [], []
     for i, home in enumerate(homes):
         write_config(
             home,
-            f'[providers.aws]\nendpoint_url = "{moto_url}"\nregions = ["{REGION}"]\n'
+            f'[providers.aws]\nendpoint_url = "{ec2_url}"\nregions = ["{REGION}"]\n'
             'ssh_cidr = "203.0.113.7/32"\nimage_owners = ["self"]\npoll_s = 0\n',
         )
         s = store(home)
@@ -180,7 +185,7 @@ def test_two_homes_on_one_account(case: Case, moto_url: str, tmp_path: Path) -> 
         }
         s.add_instance(InstanceRecord(id=f"i-rec{i}", job_id=job, provider="aws",
                                       state="running", region=REGION, tags=tags))  # fmt: skip
-        p = make_provider(moto_url, default_paths({"CLOUDGPU_HOME": str(home)}), str(tmp_path))
+        p = make_provider(ec2_url, default_paths({"CLOUDGPU_HOME": str(home)}), str(tmp_path))
         provs.append(p)
         insts.append(p.create(CreateRequest(offer=offer(), name=f"{job}-x", tags=tags)))
         owners.append(s.owner_id())

@@ -199,10 +199,10 @@ def test_signal_while_running(
 # -- SSH dropped under a healthy instance ------------------------------------------------
 
 
-DROP = {
-    "staging": (3, 0, "outputs complete"),  # drops, expected exit, expected outputs
-    "running": (1, 5, "previous outputs kept"),
-    "collecting": (2, 0, "outputs complete"),
+DROP = {  # drops, expected exit, expected outputs, what the log says it did
+    "staging": (2, 0, "outputs complete", "reconnecting (attempt 3)"),
+    "running": (1, 0, "outputs complete", "the job runs on: reconnecting to follow it"),
+    "collecting": (2, 0, "outputs complete", "collecting again in"),
 }
 
 
@@ -213,18 +213,17 @@ def test_ssh_dropped(
     case.cloud, case.fault, case.stage = "sim", "SSH dropped (instance healthy)", stage
     configure(cloudgpu_home, [offer("sim.small", 0.9)])
     dataset(tmp_path, 5_000_000)
-    drops, want_exit, want_out = DROP[stage]
+    drops, want_exit, want_out, said = DROP[stage]
     kind = {"staging": "stage", "running": "run", "collecting": "collect"}[stage]
-    if stage == "staging":
-        drops = 2  # two drops, the third try goes through
     body = job_body("dropped", data=True, run_extra="sleep 3" if stage == "running" else "")
     code, why = _run(cloudgpu_home, tmp_path, DropPlan(drops, kind), body)
     lost, out = files_lost(results)
+    log = (cloudgpu_home / "data" / "logs" / "guard.log").read_text()
     case.check(
         leaks=leaks(cloudgpu_home),
         data_lost=lost or out != want_out,
-        exit_ok=code == want_exit,
-        outcome=f"exit {code}{why}; {out}",
+        exit_ok=code == want_exit and said in log,
+        outcome=f"exit {code}{why}; {out}; log: {said}",
     )
 
 

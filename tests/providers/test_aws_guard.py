@@ -30,7 +30,7 @@ from cloudgpu.provider import (
 )
 from cloudgpu.state.store import InstanceRecord
 from tests.lifecycle.helpers import cli_proc, store
-from tests.providers.aws_fixtures.servers import moto_server
+from tests.providers.aws_fixtures.servers import capacity_proxy, moto_server, url_of
 from tests.providers.aws_fixtures.setup import (
     FAKE_ENV,
     REGION,
@@ -46,6 +46,13 @@ def moto_url() -> Iterator[str]:
     with moto_server() as url:
         register_dlami(url)
         yield url
+
+
+@pytest.fixture(scope="module")
+def ec2_url(moto_url: str) -> Iterator[str]:
+    """EC2 as cloudgpu reaches it: moto, plus the placement-group calls moto lacks."""
+    with capacity_proxy(moto_url) as proxy:
+        yield url_of(proxy)
 
 
 def configure(home: Path, moto_url: str) -> Paths:
@@ -104,11 +111,11 @@ def provider(moto_url: str, paths: Paths, tmp_path: Path) -> AWSProvider:
 
 
 def test_a_create_killed_before_run_instances_leaks_nothing_after_orphans(
-    moto_url: str, cloudgpu_home: Path, tmp_path: Path
+    moto_url: str, ec2_url: str, cloudgpu_home: Path, tmp_path: Path
 ) -> None:
-    paths = configure(cloudgpu_home, moto_url)
+    paths = configure(cloudgpu_home, ec2_url)
     tags = crashed_job(cloudgpu_home, "killed-mid-create-0001")
-    prov = provider(moto_url, paths, tmp_path)
+    prov = provider(ec2_url, paths, tmp_path)
     ec2 = prov.clients.ec2(REGION)
     vpc = ec2.describe_vpcs()["Vpcs"][0]["VpcId"]
     name = launch.resource_name("killed-mid-create-0001-abcdef")
@@ -129,16 +136,18 @@ def test_a_create_killed_before_run_instances_leaks_nothing_after_orphans(
     assert store(cloudgpu_home).job("killed-mid-create-0001").state == "failed"
 
 
-def test_two_homes_on_one_account_never_touch_each_other(moto_url: str, tmp_path: Path) -> None:
+def test_two_homes_on_one_account_never_touch_each_other(
+    moto_url: str, ec2_url: str, tmp_path: Path
+) -> None:
     home_a, home_b = tmp_path / "home-a", tmp_path / "home-b"
-    paths_a, paths_b = configure(home_a, moto_url), configure(home_b, moto_url)
+    paths_a, paths_b = configure(home_a, ec2_url), configure(home_b, ec2_url)
     owner_a, owner_b = store(home_a).owner_id(), store(home_b).owner_id()
     assert owner_a != owner_b  # same user, same host: two stores, two owners
     # Home A: a job whose client died (an orphan of A). Home B: a job running now.
     tags_a = crashed_job(home_a, "a-crashed-0001")
     tags_b = crashed_job(home_b, "b-running-0001")
     store(home_b).update_job("b-running-0001", state="running", pid=os.getpid())
-    pa, pb = provider(moto_url, paths_a, tmp_path), provider(moto_url, paths_b, tmp_path)
+    pa, pb = provider(ec2_url, paths_a, tmp_path), provider(ec2_url, paths_b, tmp_path)
     inst_a = pa.create(CreateRequest(offer=offer(), name="a-crashed-0001-x", tags=tags_a))
     inst_b = pb.create(CreateRequest(offer=offer(), name="b-running-0001-x", tags=tags_b))
     res = cli_proc(["down", "--orphans", "--yes"], home_b, env=dict(FAKE_ENV))
@@ -157,12 +166,12 @@ def test_two_homes_on_one_account_never_touch_each_other(moto_url: str, tmp_path
 
 
 def test_a_fresh_lease_keeps_an_instance_this_store_cannot_see(
-    moto_url: str, cloudgpu_home: Path, tmp_path: Path
+    moto_url: str, ec2_url: str, cloudgpu_home: Path, tmp_path: Path
 ) -> None:
     # The same home used from another host (or a copied one): the job is not in this
     # store, but its client renews the lease. Left alone unless --force.
-    paths = configure(cloudgpu_home, moto_url)
-    prov = provider(moto_url, paths, tmp_path)
+    paths = configure(cloudgpu_home, ec2_url)
+    prov = provider(ec2_url, paths, tmp_path)
     now = int(time.time())
     tags = {
         TAG_JOB: "elsewhere-0001",
