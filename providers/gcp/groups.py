@@ -1,12 +1,14 @@
 """The API side of a multi-node job's group (providers/gcp/placement.py says what the
 resources are): made before the first node, removed after the last one, and found by
-their descriptions when a crash left them (``down --orphans``)."""
+their descriptions when a crash left them (``down --orphans``), as is a single VM's SSH
+rule that a create killed before its VM insert left behind."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from cloudgpu_providers.gcp import instances as build
 from cloudgpu_providers.gcp import placement, pricing
 from cloudgpu_providers.gcp.clients import Clients
 
@@ -48,6 +50,7 @@ class Groups:
         for page in self.clients.pages(rules.list, {"project": self.project}):
             for rule in page.items:
                 found = placement.described_tags(rule.description, placement.FIREWALL)
+                found = build.firewall_tags(rule) if found is None else found  # a VM's own
                 if placement.matches(found, tags):
                     out.append(Leftover(placement.FIREWALL, rule.name, found or {}))
         policies = self.clients.compute("ResourcePoliciesClient")

@@ -226,8 +226,24 @@ def firewall_body(
         source_ranges=[cidr],
         target_tags=[target_tag],
         allowed=[compute_v1.Allowed(I_p_protocol="tcp", ports=[str(port)])],
-        description="cloudgpu ssh " + json.dumps(dict(tags), sort_keys=True),
+        description=FIREWALL_PREFIX + json.dumps(dict(tags), sort_keys=True),
     )
+
+
+FIREWALL_PREFIX = "cloudgpu ssh "  # how firewall_body's description starts
+
+
+def firewall_tags(fw: Any) -> dict[str, str] | None:
+    """The tags firewall_body wrote into a rule's description; None for a rule cloudgpu
+    did not make (another prefix, a name not ending ``-ssh``, unreadable JSON)."""
+    text = str(fw.description or "")
+    if not text.startswith(FIREWALL_PREFIX) or not str(fw.name or "").endswith("-ssh"):
+        return None
+    try:
+        raw = json.loads(text[len(FIREWALL_PREFIX) :])
+    except ValueError:
+        return None
+    return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else None
 
 
 def instance_tags(inst: Any) -> dict[str, str]:

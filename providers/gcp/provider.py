@@ -13,7 +13,9 @@ Config (``[providers.gcp]``; all optional except a project from somewhere):
 * ``image``, ``network`` (default ``global/networks/default``), ``disk_type``
 
 An instance id is ``<zone>/<name>``. create() makes a firewall rule ``<name>-ssh`` and the
-VM; terminate() deletes both and checks they are gone. It never logs a credential.
+VM; terminate() deletes both and checks they are gone. A create killed between the two
+leaves the rule: leftovers() finds it by the tags in its description (`down --orphans`).
+It never logs a credential.
 """
 
 from __future__ import annotations
@@ -263,7 +265,8 @@ class GCPProvider(Provider):
             raise
 
     def leftovers(self, tags: Mapping[str, str]) -> list[Leftover]:
-        """Multi-node groups' firewall rules and placement policies carrying ``tags``."""
+        """Multi-node groups' firewall rules and placement policies carrying ``tags``, and
+        the SSH rules of VMs whose create was killed before the VM was inserted."""
         return self._groups().leftovers(tags)
 
     def remove_leftover(self, item: Leftover) -> None:

@@ -113,7 +113,7 @@ def test_uncollectable_outputs_keep_the_instance_for_down_collect(
         run_job(cloudgpu_home, tmp_path, DropPlan(drops=99))
     exc = err.value
     assert exc.exit_code == 5 and exc.until is not None
-    assert "outputs not collected after 4 attempts" in str(exc)
+    assert "outputs not collected after 4 attempt(s)" in str(exc)
     assert "/nvme/out (for " in str(exc) and "down outs-000001 --collect" in (exc.hint or "")
     assert 550 < exc.until - time.time() <= 600
     assert digest(results) == before and partials(results) == []

@@ -98,12 +98,12 @@ def test_a_node_failing_mid_run_stops_and_tears_down_every_node(
 ) -> None:
     configure(cloudgpu_home, [offer("sim.gpu", 0.5)])
     run = (
-        'if [ "$NODE_RANK" = 1 ]; then sleep 1; echo "node one fails"; exit 7; fi; '
+        'if [ "$NODE_RANK" = 1 ]; then sleep 1; echo "node one fails"; exit 9; fi; '
         'echo "rank $NODE_RANK waiting"; sleep 300'
     )
     code, out, err = main_exit(["launch", str(torch_job(tmp_path, 3, run)), "--yes"])
-    assert code == 7, err
-    assert "run failed on node 1 (exit code 7): stopped the other nodes" in err
+    assert code == 9, err  # the job's own code (one not among cloudgpu's: 2-7, 130)
+    assert "run failed on node 1 (exit code 9): stopped the other nodes" in err
     assert "[node 1] node one fails" in out and "[node 2] rank 2 waiting" in out
     (row,) = status_json(cloudgpu_home)
     assert row["state"] == "failed"

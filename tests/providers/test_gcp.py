@@ -25,7 +25,7 @@ from cloudgpu.errors import (
     TransientError,
 )
 from cloudgpu.paths import Paths
-from cloudgpu.provider import TAG_JOB, InstanceState, ProviderContext
+from cloudgpu.provider import TAG_JOB, TAG_OWNER, CreateRequest, InstanceState, ProviderContext
 from cloudgpu.testing import ProviderContract
 from tests.backoff import jittered
 from tests.fixtures.gcp.server import FakeGCP
@@ -487,3 +487,25 @@ def test_bad_ssh_port_is_a_config_error(
     with pytest.raises(ConfigError, match=r"providers\.gcp\.ssh_port: expected a port number"):
         provider.create(ProviderContract().request(offer, job="badport"))
     assert fake.instances == {} and fake.firewalls == {}  # refused before any call
+
+
+def test_a_rule_left_by_a_killed_create_is_a_leftover_of_its_owner_only(
+    provider: GCPProvider, fake: FakeGCP, offer: Offer
+) -> None:
+    """A create killed after its firewall rule but before the VM leaves the rule; the
+    sweep finds it by the tags in its description, never another owner's rule nor one
+    the user made by hand."""
+    for job, who in (("killed-1", "me"), ("theirs-1", "someone-else"), ("killed-2", "me")):
+        provider.create(CreateRequest(offer=offer, name=job, tags={TAG_JOB: job, TAG_OWNER: who}))
+    for job in ("killed-1", "killed-2"):  # the VM never came: only the rule was made
+        del fake.instances[next(k for k in fake.instances if k[1] == job)]
+    fake.firewalls["office-ssh"] = {**fake.firewalls["theirs-1-ssh"], "name": "office-ssh",
+                                    "description": "allow ssh from the office"}  # fmt: skip
+    found = provider.leftovers({TAG_OWNER: "me"})
+    assert sorted(x.id for x in found) == ["killed-1-ssh", "killed-2-ssh"]
+    assert {x.kind for x in found} == {"firewall rule"}
+    assert found[0].tags[TAG_OWNER] == "me" and found[0].tags[TAG_JOB].startswith("killed-")
+    for item in found + found:  # idempotent: a rule already gone is fine
+        provider.remove_leftover(item)
+    assert sorted(fake.firewalls) == ["office-ssh", "theirs-1-ssh"]
+    assert provider.leftovers({TAG_OWNER: "me"}) == []
