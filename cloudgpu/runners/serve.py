@@ -231,6 +231,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 class WebhookServer(ThreadingHTTPServer):
     daemon_threads = True
+    # listen() backlog: socketserver's 5 drops the SYNs of a burst of deliveries (each
+    # retried only after 1 s, 3 s, ...); past the accept, the connection bound applies.
+    request_queue_size = 256
 
     def __init__(
         self,
