@@ -265,7 +265,9 @@ def _search_training(s: _Search) -> None:
         if s.done:
             return
         dp = max(1, shape.n_gpus // (tp * pp * w.context_parallel))
-        if s.best is not None and s.lower_bound(_layout(w, shape, 1, 1, "ddp", ckpt)) >= s.best[0]:
+        block = ckpt == "full" and _block_recompute(w)
+        bound = _layout(w, shape, 1, 1, "ddp", "none" if block else ckpt)
+        if s.best is not None and s.lower_bound(bound) >= s.best[0]:
             continue
         shardings = (w.sharding,) if w.sharding != "auto" else SHARDINGS
         if dp == 1 and w.sharding == "auto":
@@ -273,10 +275,31 @@ def _search_training(s: _Search) -> None:
         for sharding in shardings:  # the least sharded that fits dominates the rest
             fitting = _fitting(s, w, shape, dp, (tp, pp, vp, sharding, ckpt))
             if fitting:
-                timed = fitting if (sharding == "zero3" or pp > 1) else fitting[-1:]
+                timed = fitting if (sharding == "zero3" or pp > 1 or block) else fitting[-1:]
                 for lay in timed:
-                    s.consider(lay)
-                break
+                    s.consider(_least_recompute(s, lay) if block else lay)
+                if not block:  # with block recompute more sharding may recompute less
+                    break
+
+
+def _block_recompute(w: Workload) -> bool:
+    """Whether full checkpointing may stop at some layers per chunk (Megatron's block
+    method) rather than all: searched only when checkpointing is left to the planner."""
+    return w.checkpointing == "auto" and resolve(w.framework, w.kind).block_recompute
+
+
+def _least_recompute(s: _Search, lay: Layout) -> Layout:
+    """``lay`` (full checkpointing, fitting) recomputing the fewest layers per chunk that
+    still fit: memory falls and time grows with each layer recomputed."""
+    per_chunk = math.ceil(s.w.arch.layers / (lay.pipeline_parallel * lay.virtual_pipeline))
+    lo, hi = 1, per_chunk  # hi: all layers (known to fit)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if s.fits(replace(lay, recompute_layers=mid)):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lay if hi >= per_chunk else replace(lay, recompute_layers=hi)
 
 
 def _fitting(

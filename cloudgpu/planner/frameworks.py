@@ -60,6 +60,7 @@ class Framework:
     # vLLM <= 0.2's KV sizing: one unchunked profiling pass whose tensor-parallel
     # all-reduce outputs are all still held when free memory is read (memory.py).
     legacy_profile: bool = False
+    block_recompute: bool = False  # full checkpointing of only some layers per chunk
     derived_from: tuple[str, ...] = ()
 
     def train_efficiency(self, generation: str) -> float:
@@ -98,6 +99,7 @@ def _framework(name: str, row: dict[str, Any]) -> Framework:
         lora_dropout=float(row.get("lora_dropout", 0.0)),
         interleaved_pipeline=bool(row.get("interleaved_pipeline", False)),
         legacy_profile=bool(row.get("legacy_profile", False)),
+        block_recompute=bool(row.get("block_recompute", False)),
         derived_from=tuple(row.get("derived_from", ())),
     )
 

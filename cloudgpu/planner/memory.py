@@ -88,6 +88,9 @@ class Layout:
     grad_accum: int = 1
     context_parallel: int = 1  # each sequence split over this many GPUs (ring attention)
     virtual_pipeline: int = 1  # interleaved 1F1B: model chunks per pipeline stage
+    # Under full checkpointing, how many layers of each model chunk are recomputed
+    # (Megatron's --recompute-method block); 0: all of them.
+    recompute_layers: int = 0
 
     @property
     def n_gpus(self) -> int:
@@ -116,7 +119,9 @@ class Layout:
         if self.sharding != "none":
             accum = f" x {self.grad_accum} accum" if self.grad_accum > 1 else ""
             parts.append(f"micro-batch {self.micro_batch}{accum}")
-        if self.checkpointing != "none":
+        if self.recompute_layers and self.checkpointing == "full":
+            parts.append(f"recompute {self.recompute_layers} layers per chunk")
+        elif self.checkpointing != "none":
             parts.append(f"{self.checkpointing} checkpointing")
         if self.optimizer == "adam8bit":
             parts.append("8-bit Adam")
@@ -233,12 +238,21 @@ def activations(w: Workload, lay: Layout) -> dict[str, float]:
     layers = arch.layers / pp * in_flight
     tokens = w.seq_len * lay.micro_batch / tp / lay.context_parallel
     if lay.checkpointing == "full":
-        inputs = layers * tokens * arch.hidden * a
+        share = recompute_share(arch.layers, lay)
+        inputs = layers * (share * tokens * arch.hidden * a + (1 - share) * per_layer)
         return {"activations": inputs, "recompute_peak": per_layer, "logits": logits}
     if lay.checkpointing == "selective" and fw.selective == "op":
         kept = layers * tokens * op_sac_bytes_per_token(arch, a)
         return {"activations": kept, "recompute_peak": per_layer, "logits": logits}
     return {"activations": layers * per_layer, "logits": logits}
+
+
+def recompute_share(layers: int, lay: Layout) -> float:
+    """The share of layers full checkpointing recomputes (the rest keep everything)."""
+    if not lay.recompute_layers:
+        return 1.0
+    per_chunk = layers / max(1, lay.pipeline_parallel * lay.virtual_pipeline)
+    return min(1.0, lay.recompute_layers / per_chunk)
 
 
 def kv_cache_bytes_per_token(arch: ModelArch, bytes_per_value: float = 2.0) -> float:

@@ -64,6 +64,7 @@ from cloudgpu.planner.memory import (
     Layout,
     kv_bytes_per_value,
     kv_cache_bytes_per_token,
+    recompute_share,
     stage_params,
     weights_bytes,
 )
@@ -143,36 +144,42 @@ def attention_flops_per_token(w: Workload) -> float:
     return 6.0 * w.arch.layers * w.seq_len * w.arch.q_dim
 
 
-def recompute_flops_per_token(w: Workload, checkpointing: str) -> float:
-    """FLOPs the backward pass spends running forward work again (module docstring)."""
+def recompute_flops_per_token(w: Workload, checkpointing: str, share: float = 1.0) -> float:
+    """FLOPs the backward pass spends running forward work again (module docstring);
+    ``share``: the part of the layers full checkpointing recomputes."""
     arch = w.arch
     if checkpointing == "full":
-        return 2.0 * arch.active_params + attention_flops_per_token(w) / 3
+        return share * (2.0 * arch.active_params + attention_flops_per_token(w) / 3)
     if checkpointing == "selective" and resolve(w.framework, w.kind).selective == "op":
         inter = arch.intermediate * arch.experts_active
         return 2.0 * arch.layers * arch.hidden * (arch.kv_dim + arch.q_dim + inter)
     return 0.0
 
 
-def train_flops_per_token(w: Workload, checkpointing: str) -> float:
+def train_flops_per_token(w: Workload, checkpointing: str, share: float = 1.0) -> float:
     """Model FLOPs per token (hardware FLOPs when ``checkpointing`` recomputes)."""
     arch = w.arch
     n = arch.active_params
     attention = attention_flops_per_token(w)
-    recompute = recompute_flops_per_token(w, checkpointing)
+    recompute = recompute_flops_per_token(w, checkpointing, share)
     if w.adapters:
         adapters = arch.lora_params(w.lora_rank, w.lora_targets)
         return 4.0 * n + 6.0 * adapters + attention + recompute
     return 6.0 * n + attention + recompute
 
 
-def _work_per_token(w: Workload, checkpointing: str) -> float:
+def _attention_work(w: Workload, checkpointing: str, share: float) -> float:
+    return attention_flops_per_token(w) * (1 + share * (checkpointing == "full") / 3)
+
+
+def _work_per_token(w: Workload, checkpointing: str, share: float = 1.0) -> float:
     """FLOPs weighted by the rate each runs at: attention at ATTENTION_EFFICIENCY of the
     dense rate; with a stated mfu, plain model FLOPs (the measurement includes it all)."""
     if w.mfu is not None:
         return train_flops_per_token(w, "none")
-    attention = attention_flops_per_token(w) * (1 + (checkpointing == "full") / 3)
-    return train_flops_per_token(w, checkpointing) + attention * (1 / ATTENTION_EFFICIENCY - 1)
+    attention = _attention_work(w, checkpointing, share)
+    dense = train_flops_per_token(w, checkpointing, share)
+    return dense + attention * (1 / ATTENTION_EFFICIENCY - 1)
 
 
 def latency_s(n: int) -> float:
@@ -221,8 +228,10 @@ def _per_step_comm(
     act_b = 4.0 if w.precision == "fp32" else 2.0
     act = lay.micro_batch * w.seq_len * arch.hidden * act_b / lay.context_parallel
     per_micro = 4 * arch.layers / pp * allreduce_s(act, tp, spec.link_gbps or 16.0)
-    attention = attention_flops_per_token(w) * (1 + (lay.checkpointing == "full") / 3)
-    attention_s = micro_s * attention / ATTENTION_EFFICIENCY / _work_per_token(w, lay.checkpointing)
+    share = recompute_share(arch.layers, lay)
+    attention = _attention_work(w, lay.checkpointing, share)
+    work = _work_per_token(w, lay.checkpointing, share)
+    attention_s = micro_s * attention / ATTENTION_EFFICIENCY / work
     per_micro += context_parallel_s(w, lay, spec, network_gbps, attention_s)
     if pp > 1:  # activations forward and gradients back across each stage boundary
         hop = (network_gbps or DEFAULT_NETWORK_GBPS) / 8.0 if lay.num_nodes > 1 else spec.link_gbps
@@ -247,7 +256,7 @@ def train_time(w: Workload, lay: Layout, spec: GpuPerf, network_gbps: float = 0.
     network_gbps = w.network_gbps or network_gbps
     eff = default_mfu(w, spec)
     rate = train_peak(spec, w.precision) * 1e12 * eff  # FLOP/s of one GPU
-    work = _work_per_token(w, lay.checkpointing)
+    work = _work_per_token(w, lay.checkpointing, recompute_share(w.arch.layers, lay))
     tokens_micro = lay.micro_batch * w.seq_len
     split = lay.tensor_parallel * lay.pipeline_parallel * lay.context_parallel
     micro_s = work * tokens_micro / (rate * split)

@@ -72,6 +72,7 @@ def test_every_framework_factor_names_its_source() -> None:
         "lora_dropout": "lora_dropout_source",
         "interleaved_pipeline": "interleaved_source",
         "legacy_profile": "legacy_profile_source",
+        "block_recompute": "block_recompute_source",
     }
     for name, row in table.items():
         for key, source in sources.items():
