@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from cloudgpu.registry import Registry
 from cloudgpu.remote import Machine, TransferStats
 from cloudgpu.spec import load_job
 from cloudgpu.state.store import Store
+from tests.faults.record import digest, partials
 from tests.lifecycle.helpers import job_file, store
 from tests.lifecycle.test_sim_e2e import sim
 
@@ -52,9 +54,15 @@ class DropPlan:
     ``collect``: an output transfer; ``stage``: a data transfer; ``run``: the job's
     command, a second after it started."""
 
-    def __init__(self, drops: int, kind: str = "collect") -> None:
+    def __init__(
+        self, drops: int, kind: str = "collect", ckpt_due: Callable[[Path], bool] | None = None
+    ) -> None:
         self.drops, self.kind = drops, kind
         self.connects = 0
+        # ``ckpt``: a checkpoint sync into a local copy for which ckpt_due(local) holds is
+        # cut once its first bytes arrived; what the local copy held right after is kept.
+        self.ckpt_due = ckpt_due or (lambda _: True)
+        self.after_cut: tuple[dict[str, str], list[Path]] | None = None
 
     def __call__(self, instance: Instance, **kw: Any) -> Machine:
         self.connects += 1
@@ -84,7 +92,23 @@ class Dropping:
     def get_dir(self, src: str, local: Path, **kw: Any) -> TransferStats:
         if "/out" in src and self.plan.take("collect"):
             self._cut()
+        if "/ckpt" in src and self.plan.kind == "ckpt" and self.plan.ckpt_due(local):
+            return self._cut_midway(src, local)
         return self.machine.get_dir(src, local, **kw)
+
+    def _cut_midway(self, src: str, local: Path) -> TransferStats:
+        cut = []
+
+        def progress(done: int, total: int) -> None:
+            if 0 < done < total and not cut and self.plan.take("ckpt"):
+                cut.append(done)
+                self._cut()
+
+        try:
+            return self.machine.get_dir(src, local, progress=progress)
+        finally:
+            if cut:
+                self.plan.after_cut = (digest(local), partials(local))
 
     def put_dir(self, local: Path, dst: str, **kw: Any) -> TransferStats:
         if "/data" in dst and self.plan.take("stage"):

@@ -227,6 +227,40 @@ def test_ssh_dropped(
     )
 
 
+CKPT_V1 = b"a" * 2_000_000  # the first checkpoint; the second is two 10 MB files of noise
+CKPT_STEPS = """\
+N=$CLOUDGPU_NVME; head -c 2000000 /dev/zero | tr '\\0' a > $N/v1 && mv $N/v1 $N/ckpt/state.bin
+sleep 3
+for f in a-part state; do head -c 10000000 /dev/urandom > $N/$f; done
+mv $N/a-part $N/ckpt/a-part.bin && mv $N/state $N/ckpt/state.bin
+sleep 4
+"""
+
+
+def test_ssh_dropped_during_a_checkpoint_sync(
+    case: Case, cloudgpu_home: Path, tmp_path: Path, results: Path
+) -> None:
+    """The periodic sync that brings the second checkpoint back is cut once its first
+    file arrived: the local copy must still be the first checkpoint, whole (no file of
+    the second, no partial file); the job runs on, followed over a new connection, and
+    succeeds."""
+    case.cloud, case.fault, case.stage = "sim", "SSH dropped during a checkpoint sync", "running"
+    configure(cloudgpu_home, [offer("sim.small", 0.9)])
+    v1 = {"state.bin": hashlib.sha256(CKPT_V1).hexdigest()}
+    plan = DropPlan(1, "ckpt", ckpt_due=lambda local: digest(local) == v1)
+    code, why = _run(cloudgpu_home, tmp_path, plan, job_body("ckptcut", run_extra=CKPT_STEPS))
+    lost, out = files_lost(results)
+    held, parts = plan.after_cut or ({}, [])
+    log = (cloudgpu_home / "data" / "logs" / "guard.log").read_text()
+    case.check(
+        leaks=leaks(cloudgpu_home),
+        data_lost=lost or out != "outputs complete" or held != v1 or bool(parts),
+        exit_ok=code == 0 and "checkpoint /nvme/ckpt not saved" in log,
+        outcome=f"exit {code}{why}; {out}; local checkpoint right after the cut: "
+        + ("the previous one, whole" if held == v1 and not parts else f"{held} {parts}"),
+    )
+
+
 def _run(home: Path, tmp_path: Path, connect: Any, body: str) -> tuple[int, str]:
     """Run in-process; (the exit status the CLI would give, the error's gist)."""
     try:
