@@ -23,6 +23,7 @@ CONTRACT, BASE, CORE, CLI = 0, 1, 2, 3
 LAYERS: dict[str, int] = {
     "cloudgpu": CONTRACT,  # the package itself: __version__
     "cloudgpu.provider": CONTRACT,
+    "cloudgpu.provider_types": CONTRACT,  # the contract's value types (re-exported by it)
     "cloudgpu.batch": CONTRACT,  # the batch provider contract (CreateRequest.batch)
     "cloudgpu.errors": CONTRACT,
     "cloudgpu.paths": CONTRACT,
