@@ -61,7 +61,7 @@ ODD = [
     (["launch", "nosuch.yaml", "--dry-run"], "nosuch.yaml"),
     (["schema", "--check", "nosuch.yaml"], "nosuch.yaml"),
     (["init", "nosuch"], "nosuch"),
-    (["init", "quickstart", "/proc/cloudgpu-x"], "/proc/cloudgpu-x"),  # cannot be made
+    (["init", "quickstart", "/dev/null/x"], "/dev/null"),  # cannot be made
     (["init", "quickstart", "job.yaml/x"], "job.yaml"),  # a file where a folder goes
     (["completion", "tcsh"], "tcsh"),
     (["estimate", "--kind", "train", "--model", "nosuch"], "nosuch"),
