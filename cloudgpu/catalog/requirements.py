@@ -309,9 +309,12 @@ def _gpu_checks(req: Requirements, registry: GpuRegistry) -> list[Check]:
         out.append(_not_accelerator(registry, req))
     count = _gpu_count(req)
     if count is not None:
+        count_label = label
+        if req.labels == "flags":  # name the flag the count came from
+            count_label = f"{label} (count)" if g.count is not None else f"--gpus {count}"
         out.append(
             Check(
-                f"{label} (count)" if req.labels == "flags" and g.count is not None else label,
+                count_label,
                 lambda o: "" if count.ok(o.gpu_count) else f"GPU count not {count} ({o.gpu_count})",
             )
         )
