@@ -220,6 +220,12 @@ class _Search:
         if self.best is None or hours < self.best[0] * (1 - 1e-9):
             self.best = (hours, lay, scaling)
 
+    def may_beat(self, lay: Layout) -> bool:
+        """Whether ``lay``'s time (fitting or not) is below the best layout's yet."""
+        if self.best is None or not self.timed():
+            return True
+        return hours_of(self.w, lay, self.spec, self.shape)[0] < self.best[0]  # type: ignore[arg-type]
+
     def lower_bound(self, lay: Layout) -> float:
         """Hours with perfect scaling: what no layout with this recomputation can beat."""
         assert self.spec is not None
@@ -277,7 +283,12 @@ def _search_training(s: _Search) -> None:
             if fitting:
                 timed = fitting if (sharding == "zero3" or pp > 1 or block) else fitting[-1:]
                 for lay in timed:
-                    s.consider(_least_recompute(s, lay) if block else lay)
+                    if not block:
+                        s.consider(lay)
+                    elif not s.fits(replace(lay, checkpointing="none")) and s.may_beat(
+                        replace(lay, recompute_layers=1)  # no fewer layers recompute
+                    ):
+                        s.consider(_least_recompute(s, lay))
                 if not block:  # with block recompute more sharding may recompute less
                     break
 
@@ -293,6 +304,16 @@ def _least_recompute(s: _Search, lay: Layout) -> Layout:
     still fit: memory falls and time grows with each layer recomputed."""
     per_chunk = math.ceil(s.w.arch.layers / (lay.pipeline_parallel * lay.virtual_pipeline))
     lo, hi = 1, per_chunk  # hi: all layers (known to fit)
+    # Memory is linear in the layers recomputed: start from the count that line predicts.
+    full, one = s.memory(lay)[1], s.memory(replace(lay, recompute_layers=1))[1]
+    if per_chunk > 1 and one > full:
+        guess = 1 + (one - s.capacity) / (one - full) * (per_chunk - 1)
+        k = min(per_chunk, max(1, math.ceil(guess - 1e-9)))
+        if s.fits(replace(lay, recompute_layers=k)):
+            hi = k
+            lo = max(1, k - 1)
+        else:
+            lo = k + 1
     while lo < hi:
         mid = (lo + hi) // 2
         if s.fits(replace(lay, recompute_layers=mid)):

@@ -120,7 +120,8 @@ class Layout:
             accum = f" x {self.grad_accum} accum" if self.grad_accum > 1 else ""
             parts.append(f"micro-batch {self.micro_batch}{accum}")
         if self.recompute_layers and self.checkpointing == "full":
-            parts.append(f"recompute {self.recompute_layers} layers per chunk")
+            n = self.recompute_layers
+            parts.append(f"recompute {n} layer{'s' if n > 1 else ''} per chunk")
         elif self.checkpointing != "none":
             parts.append(f"{self.checkpointing} checkpointing")
         if self.optimizer == "adam8bit":
