@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -215,16 +216,23 @@ def test_ssh_dropped(
     dataset(tmp_path, 5_000_000)
     drops, want_exit, want_out, said = DROP[stage]
     kind = {"staging": "stage", "running": "run", "collecting": "collect"}[stage]
-    body = job_body("dropped", data=True, run_extra="sleep 3" if stage == "running" else "")
+    body = job_body("dropped", data=True, run_extra=TICKS if stage == "running" else "")
     code, why = _run(cloudgpu_home, tmp_path, DropPlan(drops, kind), body)
     lost, out = files_lost(results)
     log = (cloudgpu_home / "data" / "logs" / "guard.log").read_text()
+    ticks = re.findall(r"^tick (\d+)$", log, re.M)
+    whole = stage != "running" or ticks == [str(i) for i in range(1, 31)]
     case.check(
         leaks=leaks(cloudgpu_home),
-        data_lost=lost or out != want_out,
+        data_lost=lost or out != want_out or not whole,
         exit_ok=code == want_exit and said in log,
-        outcome=f"exit {code}{why}; {out}; log: {said}",
+        outcome=f"exit {code}{why}; {out}; log: {said}"
+        + ("; the job's output whole, each line once" if stage == "running" and whole else ""),
     )
+
+
+# The job's output across the drop: 30 lines over 3 s, each must reach the log once.
+TICKS = 'for i in $(seq 1 30); do echo "tick $i"; sleep 0.1; done'
 
 
 CKPT_V1 = b"a" * 2_000_000  # the first checkpoint; the second is two 10 MB files of noise
