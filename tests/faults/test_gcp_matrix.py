@@ -9,17 +9,15 @@ id.
 
 from __future__ import annotations
 
-import re
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.faults.record import Case, digest
-from tests.faults.simkit import launch_proc
+from tests.faults.midcreate import kill_mid_create
+from tests.faults.record import Case
 from tests.fixtures.gcp.server import FakeGCP
-from tests.lifecycle.helpers import cli_proc, job_file, main_exit, store
+from tests.lifecycle.helpers import main_exit
 from tests.providers.lifecycle_kit import write_config
 
 pytestmark = pytest.mark.slow
@@ -52,31 +50,10 @@ def test_kill9_between_the_firewall_rule_and_the_vm(
     )
     code, _, err = main_exit(["catalog", "refresh", "--provider", "gcp"])
     assert code == 0, err
-    mine = tmp_path / "results"
-    mine.mkdir()
-    (mine / "notes.txt").write_text("the user's own notes\n")
-    before = digest(mine)
-    client: list[subprocess.Popen[bytes]] = []
-
-    def kill_at_insert(method: str, path: str) -> None:
-        if method == "POST" and re.search(INSERT, path) and client:
-            client[0].kill()  # the rule exists; the VM's insert is on the wire
-
     fake.fail_next.append(("POST", INSERT, "error_backend"))  # the insert never lands
-    fake.on_request = kill_at_insert
-    proc = launch_proc(job_file(tmp_path, JOB), cloudgpu_home)
-    client.append(proc)
-    proc.communicate(timeout=120)
-    fake.on_request = None
-    assert fake.firewalls, "the rule should exist when the client dies"
-    res = cli_proc(["down", "--orphans", "--yes"], cloudgpu_home)
-    left = sorted(fake.firewalls) + [name for _, name in fake.instances]
-    live = store(cloudgpu_home).instances(live_only=True)
-    said = "; ".join(res.stdout.strip().splitlines()[:2])
-    case.check(
-        leaks=len(left) + len(live),
-        data_lost=digest(mine) != before,
-        exit_ok=proc.returncode == -9 and res.returncode == 0,
-        outcome=f"`down --orphans` exit {res.returncode}: {said}"
-        + (f"; left {left}" if left else ""),
-    )
+    kill_mid_create(
+        case, cloudgpu_home, tmp_path, JOB,
+        hook=lambda f: setattr(fake, "on_request", f),
+        at=("POST", INSERT),
+        left=lambda: sorted(fake.firewalls) + [name for _, name in fake.instances],
+    )  # fmt: skip
