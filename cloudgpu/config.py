@@ -15,7 +15,7 @@ Layout::
     [providers.sim]
     enabled = true
 
-    [launch]                          # ssh_timeout, deadline_grace (seconds)
+    [launch]                          # ssh_timeout, deadline_grace, ... (seconds or "5m")
     [runner]                          # `cloudgpu runner` settings
     [buy_vs_rent]                     # buy-vs-rent inputs (checked by the App)
 
@@ -26,6 +26,7 @@ chains.
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -34,15 +35,42 @@ from pathlib import Path
 from typing import Any
 
 from cloudgpu.errors import ConfigError
-from cloudgpu.spec.fields import ANY, Block, FieldError, ListOf, Node, Value, check, number, text
+from cloudgpu.spec.fields import (
+    ANY,
+    Block,
+    FieldError,
+    ListOf,
+    Node,
+    Value,
+    check,
+    is_number,
+    number,
+    shown,
+    text,
+    unit,
+)
+from cloudgpu.spec.units import DURATION_FORM, DURATION_PATTERN, parse_duration_s
 from cloudgpu.userfile import UnreadableFile, read_user_text
 
 MAX_CONFIG_BYTES = 4 << 20
 _SECONDS = 86_400.0  # at most a day for a timeout
 
 
-def _seconds(description: str) -> Value:
-    return number(description, 0, _SECONDS, unit="seconds")
+def _seconds(description: str, hi: float = _SECONDS) -> Value:
+    """Seconds as a number, or a duration in the one grammar of job files ("5m", "1h30m")."""
+    return unit(
+        description, as_seconds, DURATION_PATTERN, 0, hi, f"seconds or {DURATION_FORM}",
+        lo_open=True,
+    )  # fmt: skip
+
+
+def as_seconds(value: object) -> float:
+    if isinstance(value, int | float) and is_number(value):
+        return float(value)
+    try:
+        return parse_duration_s(value)
+    except ValueError:
+        raise ValueError(f"expected seconds or {DURATION_FORM}, got {shown(value)}") from None
 
 
 SECTIONS: dict[str, Node] = {
@@ -59,6 +87,15 @@ SECTIONS: dict[str, Node] = {
             "ssh_timeout": _seconds("how long a new instance may take to answer SSH"),
             "deadline_grace": _seconds("past max_runtime before the instance-side deadline"),
             "retry_backoff": _seconds("first wait between rounds of --retry-until-up"),
+            "default_deadline": _seconds(
+                "instance-side deadline of a job without max_runtime", 365 * _SECONDS
+            ),
+            "collect_grace": _seconds(
+                "how long an instance holding uncollected outputs is kept", 30 * _SECONDS
+            ),
+            "max_preemptions": number(
+                "preemptions a job may survive", 0, 1000, integer=True, lo_open=False
+            ),
         }
     ),
     "runner": Block(
@@ -120,9 +157,13 @@ class Config:
     def seconds(self, section: str, key: str, default: float) -> float:
         """A positive number of seconds from ``[section] key`` (e.g. launch.ssh_timeout)."""
         value = self.section(section).get(key, default)
-        if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
-            raise self.error(f"{section}.{key}", "expected seconds > 0")
-        return float(value)
+        try:
+            seconds = as_seconds(value)
+        except (ValueError, TypeError):
+            seconds = math.nan
+        if not seconds > 0:  # checked at load for declared keys; this guards the rest
+            raise self.error(f"{section}.{key}", f"expected seconds > 0 or {DURATION_FORM}")
+        return seconds
 
     def error(self, key: str, message: str, hint: str | None = None) -> ConfigError:
         """A ConfigError at ``file:line: key`` (the line found by :func:`locate`)."""

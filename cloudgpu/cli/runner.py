@@ -73,8 +73,8 @@ def make_runners(app: App, repo: str, store: Store | None = None) -> Runners:
         providers=app.registry.enabled,
         boot_estimate_s=history.startup_s,
         source=source,
-        online_timeout_s=float(cfg.get("online_timeout_s", 600)),  # type: ignore[arg-type]
-        boot_grace_s=float(cfg.get("boot_grace_s", 900)),  # type: ignore[arg-type]
+        online_timeout_s=app.config.seconds("runner", "online_timeout_s", 600.0),
+        boot_grace_s=app.config.seconds("runner", "boot_grace_s", 900.0),
     )
 
 

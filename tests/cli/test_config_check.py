@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cloudgpu.config import load_config
 from tests.lifecycle.helpers import main_exit
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "templates" / "quickstart.yaml"
@@ -32,7 +33,7 @@ def configure(home: Path, text: str) -> Path:
         ("[providers.awz]\nregions = []\n", ":1: providers.awz", "did you mean 'aws'"),
         ("[defaults]\nstale_after_days = nan\n", ":2: defaults.stale_after_days", "finite"),
         ("[defualts]\n", ":1: defualts", "did you mean 'defaults'"),
-        ('[launch]\nssh_timeout = "5m"\n', ":2: launch.ssh_timeout", "seconds"),
+        ('[launch]\nssh_timeout = "5 parsecs"\n', ":2: launch.ssh_timeout", "seconds"),
         ("[buy_vs_rent]\npeu = 1.2\n", ":2: buy_vs_rent.peu", "did you mean 'pue'"),
         (
             '[providers.ssh]\nhosts = [{ host = "h", prot = 22 }]\n',
@@ -87,3 +88,21 @@ def test_a_fifo_config_is_refused_not_waited_on(cloudgpu_home: Path) -> None:
         check=False,
     )
     assert proc.returncode == 2 and "not a regular file" in proc.stderr, proc.stderr
+
+
+def test_launch_and_runner_times_take_the_duration_grammar(cloudgpu_home: Path) -> None:
+    """Seconds as a number or the job file's durations ("5m"); every [launch] setting
+    the lifecycle reads is declared (collect_grace, default_deadline, max_preemptions)."""
+    path = configure(
+        cloudgpu_home,
+        '[launch]\nssh_timeout = "5m"\ndeadline_grace = 90\ncollect_grace = "2h"\n'
+        'default_deadline = "3d"\nmax_preemptions = 2\n[runner]\nonline_timeout_s = "10m"\n',
+    )
+    code, _, err = main_exit(["check"])
+    assert code == 0, err
+    config = load_config(path)
+    got = [config.seconds("launch", k, 1.0) for k in ("ssh_timeout", "deadline_grace")]
+    got += [config.seconds("launch", k, 1.0) for k in ("collect_grace", "default_deadline")]
+    assert got == [300.0, 90.0, 7200.0, 3 * 86400.0]
+    assert config.seconds("runner", "online_timeout_s", 1.0) == 600.0
+    assert config.seconds("launch", "retry_backoff", 15.0) == 15.0  # the default
