@@ -22,6 +22,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from cloudgpu_providers.gcp.pricing import LOCAL_SSD_GB  # the provider's own figure
+
 from tools.convert.common import Context, Row, emit, mib_to_gb, read_rows
 
 # machine type -> (accelerator row name, count, local SSD devices x 375 GB)
@@ -41,7 +43,6 @@ _MACHINE_GPUS: dict[str, tuple[str, int, int]] = {
     "g2-standard-48": ("L4", 4, 0),
     "g2-standard-96": ("L4", 8, 0),
 }
-LOCAL_SSD_GB = 375.0
 
 # Documented network bandwidth (Gbps) per machine family where it is fixed.
 _NETWORK = {"a3-megagpu": 1800.0, "a3-ultragpu": 3200.0, "a3-highgpu-8g": 1000.0}
