@@ -25,7 +25,7 @@ from cloudgpu.data.probeview import summary as probe_summary
 from cloudgpu.errors import ConfigError
 from cloudgpu.planner import OBJECTIVES, Candidate, Plan, resolve_framework
 from cloudgpu.planner import plan as make_plan
-from cloudgpu.planner.choose import nothing_fits
+from cloudgpu.planner.choose import buyable, nothing_fits
 from cloudgpu.scaffold import job_file_for
 from cloudgpu.spec.fields import FieldError, check
 from cloudgpu.spec.model import GpuRequest, JobSpec, Resources
@@ -460,7 +460,8 @@ def estimate(
         raise click.BadParameter(str(exc), param_hint=flag) from None
     app = get_app()
     registry = load_registry()
-    offers: Sequence[Offer] = load_catalog(app.paths).offers
+    # The catalog, less what no launch could buy (the plan's own rule, choose.buyable).
+    offers, left_out = buyable(load_catalog(app.paths).offers, app.registry.capabilities)
     gpu_req = GpuRequest(name=gpu)
     if gpu and count is not None:
         offers = pinned_offers(registry, offers, gpu, count, bool(spot))
@@ -480,8 +481,12 @@ def estimate(
         objective=objective,
         history=startup_history(app),
         runs=run_history(app),
+        capabilities=app.registry.capabilities,
     )
     emit(result, as_json, limit, all_rows)
+    if not as_json:
+        for note in left_out:
+            click.echo(f"note: {note}", err=True)
     if gpu and count is not None and not as_json:
         for o in offers:
             click.echo(f"note: {count}x {o.gpu} is hypothetical, priced at the {o.price_source}")

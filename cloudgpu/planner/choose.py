@@ -146,17 +146,25 @@ def gather_offers(job: JobSpec, sources: OfferSources, *, all_providers: bool = 
 
 
 def _buyable(out: Gathered, sources: OfferSources) -> Gathered:
-    """Leave out the spot offers of providers that create no spot instances (a bundled
-    table may still list a retired spot market): the launch could only fail over them."""
-    spot = Counter(o.provider for o in out.offers if o.market == "spot")
-    no_spot = {name for name in spot if not sources.caps(name).spot}
-    if no_spot:
-        out.offers = [o for o in out.offers if not (o.market == "spot" and o.provider in no_spot)]
-        out.left_out += [
-            f"{name}: {spot[name]} spot offer(s) left out (it creates no spot instances)"
-            for name in sorted(no_spot)
-        ]
+    out.offers, left_out = buyable(out.offers, sources.caps)
+    out.left_out += left_out
     return out
+
+
+def buyable(
+    offers: Sequence[Offer], caps_of: Callable[[str], Capabilities]
+) -> tuple[list[Offer], list[str]]:
+    """Leave out the spot offers of providers that create no spot instances (a bundled
+    table may still list a retired spot market): a launch could only fail over them.
+    The offers kept, and a note per provider for what was left out."""
+    spot = Counter(o.provider for o in offers if o.market == "spot")
+    no_spot = {name for name in spot if not caps_of(name).spot}
+    kept = [o for o in offers if not (o.market == "spot" and o.provider in no_spot)]
+    notes = [
+        f"{name}: {spot[name]} spot offer(s) left out (it creates no spot instances)"
+        for name in sorted(no_spot)
+    ]
+    return kept, notes
 
 
 def _worth_asking(name: str, job: JobSpec, sources: OfferSources) -> bool:

@@ -132,6 +132,28 @@ def test_estimate_without_a_job_file() -> None:
     assert all(r["memory_per_gpu_gib"] <= 44.5 for r in rows if r["fits"])
 
 
+def test_estimate_and_plan_leave_out_the_same_unbuyable_spot_rows(tmp_path: Path) -> None:
+    """The bundled RunPod table still lists spot rows its plugin cannot buy (they were the
+    cheapest RTX 4090s estimate ranked): estimate leaves them out by the plan's own rule
+    (choose.buyable) and says so; plan's what-if keeps the same rows."""
+    args = ["--model", "llama-3-8b", "--kind", "lora", "--tokens", "200M", "--gpu", "RTX4090"]
+    res = invoke("estimate", *args, "--provider", "runpod", "--json", "--all")
+    assert res.exit_code == 0, res.output
+    runpod = [r for r in json.loads(res.stdout) if r["provider"] == "runpod"]
+    assert runpod and all(r["market"] == "on_demand" for r in runpod)
+    text = invoke("estimate", *args, "--limit", "1")
+    assert "note: runpod: " in text.stderr and "spot offer(s) left out" in text.stderr
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "name: x\nresources: {gpu: RTX4090, providers: [runpod]}\n"
+        "workload: {kind: lora, model: llama-3-8b, tokens: 200M}\nrun: echo\n"
+    )
+    planned = invoke("plan", str(job), "--all-providers", "--json", "--all")
+    assert planned.exit_code == 0, planned.output
+    planned_rows = [r for r in json.loads(planned.stdout) if r["provider"] == "runpod"]
+    assert planned_rows and all(r["market"] == "on_demand" for r in planned_rows)
+
+
 def test_estimate_pins_a_configuration_to_compare_with_a_published_run() -> None:
     # Meta's Llama 3.1 405B model card: ~15.6T tokens, 30.84M H100 GPU-hours.
     res = invoke(
