@@ -14,7 +14,7 @@ job's declared outputs from the store, the instance from its record).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cloudgpu.data import uri
@@ -104,6 +104,14 @@ def declared(job: JobRecord) -> JobSpec:
         base_dir=str(spec.get("base_dir") or ""),
         source=job.spec_path,
         checkpoint=ckpt if isinstance(ckpt, str) else None,
+    )
+
+
+def node_outputs(outputs: Sequence[OutputItem], rank: int) -> tuple[OutputItem, ...]:
+    """What node ``rank`` brings back: rank 0 the job's outputs, and every node those
+    marked ``all_nodes``, each into its own ``DST/node-R``."""
+    return tuple(
+        o.for_node(rank) if o.all_nodes else o for o in outputs if o.all_nodes or rank == 0
     )
 
 

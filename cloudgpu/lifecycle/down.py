@@ -19,12 +19,13 @@ import os
 import signal
 import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cloudgpu.errors import CloudGPUError, RemoteError, StateError
 from cloudgpu.lifecycle import states
-from cloudgpu.lifecycle.collect import collect, declared, instance_of
+from cloudgpu.lifecycle.collect import collect, declared, instance_of, node_outputs
 from cloudgpu.lifecycle.deps import Deps
+from cloudgpu.lifecycle.provision import NODE_RANK_TAG
 from cloudgpu.lifecycle.teardown import teardown_instance, teardown_job
 from cloudgpu.provider import (
     TAG_EXPIRES,
@@ -54,7 +55,8 @@ def down_job(
     held = False
     if collect is not False:
         for rec in deps.store.instances(job.id, live_only=True):
-            why = _collect_from(deps, deps.store.job(job.id), instance_of(rec))
+            rank = rec.tags.get(NODE_RANK_TAG)
+            why = _collect_from(deps, deps.store.job(job.id), instance_of(rec), rank)
             if why and collect:
                 failures.append(f"{rec.provider_id}: {why}; instance kept")
                 held = True
@@ -87,9 +89,22 @@ def _stop_process(deps: Deps, job: JobRecord, wait_s: float) -> None:
         waited += 0.2
 
 
-def _collect_from(deps: Deps, job: JobRecord, inst: Instance) -> str | None:
-    """Fetch ``job``'s declared outputs from ``inst``; the reason when they were not."""
+def _rank(deps: Deps, record_id: str) -> str | None:
+    """The node rank the instance record ``record_id`` keeps (multi-node jobs)."""
+    try:
+        return deps.store.instance(record_id).tags.get(NODE_RANK_TAG) if record_id else None
+    except StateError:
+        return None
+
+
+def _collect_from(
+    deps: Deps, job: JobRecord, inst: Instance, rank: str | None = None
+) -> str | None:
+    """Fetch ``job``'s declared outputs from ``inst`` (node ``rank`` of a multi-node
+    job: its share, as the lifecycle collects it); the reason when they were not."""
     spec = declared(job)
+    if rank is not None and rank.isdigit():
+        spec = replace(spec, outputs=node_outputs(spec.outputs, int(rank)))
     if not spec.outputs or not inst.id:
         return None
     key = None if inst.ssh is None or inst.ssh.key_file else ensure_keypair(deps.paths.keys_dir)[0]
@@ -221,7 +236,7 @@ def remove_orphans(
     for provider, inst in sweep.instances:
         job = _job(deps, inst.tags.get(TAG_JOB, ""))
         if collect and job is not None:
-            _collect_from(deps, job, inst)
+            _collect_from(deps, job, inst, _rank(deps, inst.tags.get(TAG_INSTANCE, "")))
         try:
             provider.terminate(inst.id)
             _settle(deps, inst.tags.get(TAG_INSTANCE, ""))

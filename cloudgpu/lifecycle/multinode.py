@@ -32,6 +32,7 @@ from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import CloudGPUError, JobError
 from cloudgpu.lifecycle import states, watch
 from cloudgpu.lifecycle.bootstrap import INSTANCE_ENV, bootstrap
+from cloudgpu.lifecycle.collect import node_outputs
 from cloudgpu.lifecycle.deps import Deps
 from cloudgpu.lifecycle.output import Sink
 from cloudgpu.lifecycle.provision import Provisioned, provision_nodes
@@ -45,7 +46,7 @@ from cloudgpu.lifecycle.stage import (
 from cloudgpu.lifecycle.teardown import teardown_instance
 from cloudgpu.provider import TAG_JOB
 from cloudgpu.remote import Machine
-from cloudgpu.spec.model import JobSpec, OutputItem
+from cloudgpu.spec.model import JobSpec
 
 PORT_BASE, PORT_SPAN = 29500, 400  # MASTER_PORT: 29500 (torch's default) and up, per job
 
@@ -153,14 +154,6 @@ def run_everywhere(
         for t in threads:
             t.join(0.1)
     return rcs, (first[0] if first else None)
-
-
-def node_outputs(outputs: Sequence[OutputItem], rank: int) -> tuple[OutputItem, ...]:
-    """What node ``rank`` brings back: rank 0 the job's outputs, and every node those
-    marked ``all_nodes``, each into its own ``DST/node-R``."""
-    return tuple(
-        o.for_node(rank) if o.all_nodes else o for o in outputs if o.all_nodes or rank == 0
-    )
 
 
 def on_all(nodes: Sequence[object], fn: Callable[[int], object]) -> list[object]:

@@ -39,6 +39,9 @@ from cloudgpu.spec.model import JobSpec
 from cloudgpu.state.store import InstanceRecord
 
 READY_TIMEOUT_S = 900.0
+# A multi-node job's node rank, kept in the instance record's tags only (never sent to
+# the provider): `down JOB` collects each node's share by it.
+NODE_RANK_TAG = "cloudgpu-node"
 LEASE_S = 600.0  # a client's hold on its instance, renewed well before it runs out
 
 
@@ -205,7 +208,8 @@ def _attempt(
             TAG_LEASE: str(int(lease)),
         }
         token = uuid.uuid4().hex
-        deps.store.add_instance(_record(job_id, offer, rec_id, token, tags))
+        kept = {**tags, NODE_RANK_TAG: str(rank)} if n > 1 else tags
+        deps.store.add_instance(_record(job_id, offer, rec_id, token, kept))
         requests.append(
             CreateRequest(
                 offer=offer,

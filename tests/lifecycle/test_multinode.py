@@ -176,34 +176,65 @@ class _Sink:
         self.lines.append((data, stderr))
 
 
-@pytest.mark.slow
-def test_all_nodes_outputs_come_from_every_node_into_their_own_folders(
-    tmp_path: Path, cloudgpu_home: Path
-) -> None:
-    configure(cloudgpu_home, [offer("sim.gpu", 0.5)])
-    run = (
-        'mkdir -p "$CLOUDGPU_NVME/logs" "$CLOUDGPU_NVME/out"; '
-        'echo "log of $NODE_RANK" > "$CLOUDGPU_NVME/logs/rank.txt"; '
-        'echo "model of $NODE_RANK" > "$CLOUDGPU_NVME/out/model.txt"'
-    )
-    job = job_file(
+PER_NODE_RUN = (
+    'mkdir -p "$CLOUDGPU_NVME/logs" "$CLOUDGPU_NVME/out"; '
+    'echo "log of $NODE_RANK" > "$CLOUDGPU_NVME/logs/rank.txt"; '
+    'echo "model of $NODE_RANK" > "$CLOUDGPU_NVME/out/model.txt"'
+)
+
+
+def per_node_job(tmp_path: Path) -> Path:
+    """Two nodes, each writing its own model.txt and rank.txt: outputs from rank 0, and
+    the logs from every node."""
+    return job_file(
         tmp_path,
         f"""
 name: logs
 num_nodes: 2
 resources: {{gpu: L4}}
-run: {json.dumps(run)}
+run: {json.dumps(PER_NODE_RUN)}
 outputs:
   - {{src: /nvme/out, dst: ./results}}
   - {{src: /nvme/logs, dst: ./logs, all_nodes: true}}
 """,
     )
-    code, _, err = main_exit(["launch", str(job), "--yes"])
-    assert code == 0, err
+
+
+def each_node_s_share(tmp_path: Path) -> None:
     assert (tmp_path / "results" / "model.txt").read_text() == "model of 0\n"  # rank 0's only
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["node-0", "node-1"]
     for rank in range(2):
         assert (tmp_path / "logs" / f"node-{rank}" / "rank.txt").read_text() == f"log of {rank}\n"
+
+
+@pytest.mark.slow
+def test_all_nodes_outputs_come_from_every_node_into_their_own_folders(
+    tmp_path: Path, cloudgpu_home: Path
+) -> None:
+    configure(cloudgpu_home, [offer("sim.gpu", 0.5)])
+    code, _, err = main_exit(["launch", str(per_node_job(tmp_path)), "--yes"])
+    assert code == 0, err
+    each_node_s_share(tmp_path)
+    assert live_sim(cloudgpu_home) == []
+
+
+@pytest.mark.slow
+def test_down_collects_each_node_s_own_share_of_a_kept_job(
+    tmp_path: Path, cloudgpu_home: Path
+) -> None:
+    """`down JOB` on kept nodes: rank 0's outputs (never another node's files over
+    them) and the all_nodes ones from each node into DST/node-R."""
+    configure(cloudgpu_home, [offer("sim.gpu", 0.5)])
+    job = per_node_job(tmp_path)
+    code, _, err = main_exit(["launch", str(job), "--yes", "--keep"])
+    assert code == 0, err
+    assert len(live_sim(cloudgpu_home)) == 2
+    shutil.rmtree(tmp_path / "results")
+    shutil.rmtree(tmp_path / "logs")
+    (row,) = status_json(cloudgpu_home)
+    code, _, err = main_exit(["down", row["id"], "--collect", "--yes"])
+    assert code == 0, err
+    each_node_s_share(tmp_path)
     assert live_sim(cloudgpu_home) == []
 
 
