@@ -152,13 +152,15 @@ class StoreBusy(StateError):
 
 
 _SECRET_PATTERNS = [
+    # first: "Authorization: Bearer TOKEN" must lose TOKEN, not just the word Bearer
+    re.compile(r"(?i)\bBearer\s+[A-Za-z0-9._~+/=-]+"),
     # key=value / key: value forms for the usual secret names
     re.compile(
         r"(?i)\b((?:aws_)?secret(?:_access)?_key|api[_-]?key|token|password|passwd|"
         r"client_secret|authorization|jitconfig|encoded_jit_config)(\s*[=:]\s*|\"\s*:\s*\")"
-        r"([^\s\"',;]+)"
+        # not cloudgpu's own words after a key it names ("api_key: expected text, ...")
+        r"(?!(?:expected|unknown|missing|duplicate)\b)([^\s\"',;]+)"
     ),
-    re.compile(r"(?i)\bBearer\s+[A-Za-z0-9._~+/=-]+"),
     # signed object URLs (S3 presigned, GCS V4, Azure SAS): the signature is the secret;
     # a GCS resumable session URI's upload_id grants the upload by itself
     re.compile(
