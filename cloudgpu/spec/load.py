@@ -45,6 +45,8 @@ _CORE = "tag:yaml.org,2002:"
 _ALLOWED_TAGS = {_CORE + t for t in ("str", "int", "float", "bool", "null", "map", "seq")}
 _ALLOWED_TAGS.add(_CORE + "timestamp")  # read as a date, then refused where text is due
 _MERGE_TAG = _CORE + "merge"
+# libyaml's parser when PyYAML was built with it (its wheels are), else the pure-Python one
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_JOB_BYTES = 16 << 20
 MAX_DEPTH = 100
 
@@ -67,7 +69,7 @@ class _Walk:
     """One job file being validated: knows the file, builds located errors, and remembers
     the node of every key path it visited (for checks made after the walk)."""
 
-    def __init__(self, file: str, loader: yaml.CSafeLoader) -> None:
+    def __init__(self, file: str, loader: yaml.SafeLoader) -> None:
         self.file = file
         self.loader = loader
         self.nodes: dict[str, YNode] = {}
@@ -219,7 +221,10 @@ def parse_job(
     # libyaml (PyYAML's C parser): a 1 MB value or a long file parses in milliseconds,
     # not seconds. Its composer recurses in C, so nesting is bounded first, from events.
     _bound_depth(text, file)
-    loader = yaml.CSafeLoader(text)
+    try:
+        loader = _LOADER(text)  # the pure-Python one checks the characters here
+    except yaml.reader.ReaderError as exc:
+        raise _reader_error(exc, text, file) from None
     try:
         walk = _Walk(file, loader)
         try:
@@ -241,7 +246,7 @@ def _bound_depth(text: str, file: str) -> None:
     libyaml makes without recursion). A syntax error is left to the composer to report."""
     depth = 0
     try:
-        for event in yaml.parse(text, Loader=yaml.CSafeLoader):
+        for event in yaml.parse(text, Loader=_LOADER):
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
@@ -258,15 +263,19 @@ def _bound_depth(text: str, file: str) -> None:
 
 
 def _reader_error(exc: yaml.reader.ReaderError, text: str, file: str) -> SpecError:
-    # libyaml's position counts UTF-8 bytes
-    line = text.encode("utf-8", "replace").count(b"\n", 0, max(0, exc.position)) + 1
+    # libyaml's position counts UTF-8 bytes, the pure-Python reader's characters
+    at = max(0, exc.position)
+    if _LOADER is yaml.SafeLoader:
+        line = text.count("\n", 0, at) + 1
+    else:
+        line = text.encode("utf-8", "replace").count(b"\n", 0, at) + 1
     char = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or " ")
     return SpecError(
         f"invalid YAML: character #x{char:04x} is not allowed in a YAML file", file=file, line=line
     )
 
 
-def _compose(loader: yaml.CSafeLoader, file: str, text: str) -> YNode:
+def _compose(loader: yaml.SafeLoader, file: str, text: str) -> YNode:
     try:
         root = loader.get_single_node()
     except yaml.reader.ReaderError as exc:
