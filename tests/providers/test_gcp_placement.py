@@ -75,6 +75,7 @@ def test_nodes_share_a_compact_policy_and_a_firewall_then_both_go(
     left = provider.leftovers({TAG_JOB: job})
     assert sorted((i.kind, i.id) for i in left) == [
         ("firewall rule", f"{group}-nodes"),
+        *(("firewall rule", f"{n.id.split('/')[1]}-ssh") for n in nodes),  # each VM's own
         ("resource policy", group),
     ]
     (pol,) = [i for i in left if i.kind == "resource policy"]
