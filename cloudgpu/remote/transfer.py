@@ -68,6 +68,8 @@ class TransportFailed(ConnectionLost):
 
 def _fail(op: str, remote: str, status: int, err: str) -> RemoteError:
     line = err.strip().splitlines()[-1] if err.strip() else f"exit status {status}"
+    if status < 0 and not err.strip():  # paramiko's -1: the channel died without one
+        line = "the connection was lost before the transfer ended"
     if status == 255:  # the agent never exits 255; ssh does when it cannot connect
         return TransportFailed(f"{op} {remote}: ssh failed ({line})")
     if status == agent.EXIT_MISSING:
