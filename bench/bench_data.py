@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import shlex
 import shutil
 import socket
 import statistics
@@ -136,6 +137,46 @@ def relay(url: str, prefix: str, m: SSHMachine, cache: Path, *, client: Any) -> 
     return time.perf_counter() - t0
 
 
+# The store's own ceiling: bare keep-alive GETs of presigned URLs from 10 threads on the
+# instance, bodies read and dropped (no file, no check): no puller can beat this rate.
+RAW_GETS = r"""
+import http.client, sys, threading, urllib.parse
+urls = open(sys.argv[1]).read().split()
+def run(part):
+    conn = None
+    for u in part:
+        p = urllib.parse.urlsplit(u)
+        conn = conn or http.client.HTTPConnection(p.netloc)
+        conn.request("GET", p.path + "?" + p.query)
+        r = conn.getresponse()
+        r.read()
+        assert r.status == 200, r.status
+ts = [threading.Thread(target=run, args=(urls[i::10],)) for i in range(10)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+"""
+
+
+def raw_gets(prefix: str, m: SSHMachine, cache: Path, *, client: Any) -> float:
+    keys = [
+        o["Key"]
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket="bench", Prefix=prefix)
+        for o in page.get("Contents", [])
+    ]
+    urls = cache / "urls"
+    urls.write_text(
+        "\n".join(
+            client.generate_presigned_url("get_object", Params={"Bucket": "bench", "Key": k})
+            for k in keys
+        )
+    )
+    m.put_file(urls, "/nvme/urls")
+    t0 = time.perf_counter()  # the GETs only: listing and signing are not counted
+    if m.run(f"python3 -c {shlex.quote(RAW_GETS)} /nvme/urls") != 0:
+        raise RuntimeError("raw GETs failed on the sim instance")
+    return time.perf_counter() - t0
+
+
 Contender = Callable[[SSHMachine, Path], float | None]
 
 
@@ -145,6 +186,8 @@ def _contenders(url: str, prefix: str, client: Any) -> dict[str, Contender]:
         "awscli": functools.partial(awscli, url, prefix),
         "relay": functools.partial(relay, url, prefix, client=client),
     }
+    if prefix == "small":
+        runs["store ceiling"] = functools.partial(raw_gets, prefix, client=client)
     if prefix == "large":
         runs["cloudgpu 8 MiB parts"] = functools.partial(
             cloudgpu_pull, url, prefix, part_size=8 << 20
@@ -229,6 +272,14 @@ def _report(results: Path, rows: list[Any], reps: int, large_mb: int, small: int
             lines.append(
                 f"\n{what}: with the former fixed 8 MiB parts {fixed:.2f} s "
                 f"({fixed / c:.2f}x the time of parts sized to the workers)."
+            )
+    for what, med, rate in rows:
+        ceiling, c = med.get("store ceiling"), med["cloudgpu"]
+        if ceiling:
+            lines.append(
+                f"\n{what}: the store's own ceiling (bare keep-alive GETs of presigned URLs, "
+                f"10 threads on the instance, bodies dropped, listing and signing not counted) "
+                f"{ceiling:.2f} s ({rate(ceiling)}); cloudgpu reaches {ceiling / c:.0%} of it."
             )
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     lines.append(f"\nLoad average while it ran (a shared machine): {load}.")
