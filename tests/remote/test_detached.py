@@ -81,3 +81,19 @@ def test_stop_ends_the_whole_process_group(sshd_server: SSHDServer, tmp_path: Pa
     group = int((run_dir / "pgid").read_text())
     with pytest.raises(ProcessLookupError):
         os.killpg(group, 0)  # nothing of the job is left
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_USER_TIMEOUT"), reason="Linux's TCP_USER_TIMEOUT")
+def test_a_peer_gone_without_a_reset_is_given_up_on_in_minutes(
+    sshd_server: SSHDServer, tmp_path: Path
+) -> None:
+    """A VM that vanishes sends no RST: only unacknowledged data tells, and TCP alone
+    retransmits for ~15 minutes before the run's connection is declared dead."""
+    m = ssh(sshd_server, tmp_path)
+    try:
+        sock = m.transport.sock
+        assert isinstance(sock, socket.socket)
+        limit_ms = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT)
+        assert 0 < limit_ms <= 120_000
+    finally:
+        m.close()
