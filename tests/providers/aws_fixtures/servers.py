@@ -63,6 +63,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+_ACTIVE: list[int] = []  # ports of the moto servers up now
+
+
 @contextmanager
 def moto_server() -> Iterator[str]:
     """A ThreadedMotoServer on a free loopback port; yields its URL."""
@@ -71,9 +74,18 @@ def moto_server() -> Iterator[str]:
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
+    _ACTIVE.append(port)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
+        _ACTIVE.remove(port)
+        if not _ACTIVE:
+            # moto keeps one set of backends per process, whichever server answers: the
+            # next module starts from a fresh account (with its default VPC back).
+            conn = HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.request("POST", "/moto-api/reset")
+            conn.getresponse().read()
+            conn.close()
         server.stop()
 
 
