@@ -14,8 +14,8 @@ from cloudgpu.lifecycle.launch import create_job
 from cloudgpu.lifecycle.run import JobRun, LaunchOptions
 from cloudgpu.spec import load_job
 from tests.data.stores import StoreUnderTest, bucket_uri, direct_read, mixed, s3_store
+from tests.faults.simkit import deps_for, preempt_when, step_at_least
 from tests.lifecycle.helpers import job_file
-from tests.lifecycle.test_guard_sim import deps_for, preempt_when, step_at_least
 from tests.lifecycle.test_sim_e2e import configure, live_sim, offer
 
 pytestmark = pytest.mark.slow
