@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -250,7 +252,9 @@ def test_hostile_output_names_write_nothing_outside(
         provider.describe(inst.id)
         provider.describe(inst.id)  # queued, then started
         assert k.proc is not None
-        k.proc.kill()
+        # The whole session ends (the kernel's own children too, which hold its output
+        # pipe open: killing the runner alone leaves the fake waiting for their EOF).
+        os.killpg(k.proc.pid, signal.SIGKILL)
         k.proc.wait()
         wait_for(lambda: k.status in ("COMPLETE", "ERROR"), what="the kernel to end")
         evil = k.root / "working" / OUTPUTS / "nvme" / "out"
