@@ -14,12 +14,12 @@ import pytest
 from tests.fixtures.kubernetes.apiserver import FakeKubeAPI
 from tests.fixtures.kubernetes.cluster import can_run
 from tests.lifecycle.helpers import job_file, main_exit, status_json
-from tests.lifecycle.test_multinode import ALLREDUCE, HAS_TORCH, VENV_BIN
+from tests.lifecycle.test_multinode import ALLREDUCE, HAS_TORCH, NO_TORCH, VENV_BIN
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(can_run() is not None, reason=str(can_run())),
-    pytest.mark.skipif(not HAS_TORCH, reason="torch (the test extra) is not installed"),
+    pytest.mark.skipif(not HAS_TORCH, reason=NO_TORCH),
 ]
 
 

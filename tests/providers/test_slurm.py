@@ -23,7 +23,7 @@ from cloudgpu.remote import connect
 from cloudgpu.testing import ProviderContract
 from tests.fixtures.slurm import SlurmCluster, slurm_cluster
 from tests.lifecycle.helpers import TEMPLATES, job_file, main_exit, store, wait_for
-from tests.lifecycle.test_multinode import ALLREDUCE, HAS_TORCH, VENV_BIN
+from tests.lifecycle.test_multinode import ALLREDUCE, VENV_BIN
 
 __all__ = ["slurm_cluster"]  # the session fixture, imported for pytest
 
@@ -268,7 +268,10 @@ def test_launch_on_slurm_stages_runs_collects_and_cancels(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAS_TORCH, reason="torch (the test extra) is not installed")
+@pytest.mark.skipif(
+    shutil.which("torchrun", path=VENV_BIN) is None,
+    reason="torch (the test extra) is not installed",
+)
 def test_torchrun_across_two_slurm_nodes(
     tmp_path: Path, cloudgpu_home: Path, slurm_cluster: SlurmCluster
 ) -> None:
