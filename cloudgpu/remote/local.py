@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cloudgpu.errors import RemoteError
-from cloudgpu.remote import agent
+from cloudgpu.remote import syncdest, syncwire
 from cloudgpu.remote.machine import (
     EXIT_STOPPED,
     EXIT_TIMEOUT,
@@ -237,18 +237,20 @@ def copy_tree(
     file before the whole copy verified.
     """
     t0 = time.perf_counter()
-    mine = agent.scan(os.fsencode(src), byte_paths(exclude))
+    mine = syncwire.scan(os.fsencode(src), byte_paths(exclude))
     if not mine:
         raise RemoteError(f"{src}: no such file or directory")
-    theirs = agent.decode_manifest(agent.encode_manifest(agent.scan(os.fsencode(dst))))
-    paths = agent.changed(mine, theirs)
+    theirs = syncwire.decode_manifest(syncwire.encode_manifest(syncwire.scan(os.fsencode(dst))))
+    paths = syncwire.changed(mine, theirs)
     r, w = os.pipe()
     failed: list[BaseException] = []
 
     def send() -> None:
         try:
-            agent.pack(os.fsencode(src), mine, paths, agent.Writer(lambda b: agent.write_all(w, b)))
-        except (OSError, agent.SyncError) as exc:
+            syncwire.pack(
+                os.fsencode(src), mine, paths, syncwire.Writer(lambda b: syncwire.write_all(w, b))
+            )
+        except (OSError, syncwire.SyncError) as exc:
             failed.append(exc)
         finally:
             os.close(w)
@@ -256,8 +258,8 @@ def copy_tree(
     sender = threading.Thread(target=send, name="cloudgpu-copy", daemon=True)
     sender.start()
     try:
-        got = agent.unpack(os.fsencode(dst), agent.Reader(lambda n: os.read(r, n)), progress)
-    except (OSError, agent.SyncError) as exc:
+        got = syncdest.unpack(os.fsencode(dst), syncwire.Reader(lambda n: os.read(r, n)), progress)
+    except (OSError, syncwire.SyncError) as exc:
         reason = failed[0] if failed else exc
         why = getattr(reason, "strerror", None) or reason
         raise RemoteError(f"copy {src} -> {dst}: {why}") from exc

@@ -17,7 +17,7 @@ import weakref
 from pathlib import Path
 from typing import cast
 
-from cloudgpu.remote import agent
+from cloudgpu.remote import syncwire
 from cloudgpu.remote.hostkeys import host_label
 from cloudgpu.remote.transport import Endpoint
 
@@ -31,7 +31,7 @@ class ProcStream:
         self.stdin, self.stderr = proc.stdin, proc.stderr
         self.stdout = cast(io.BufferedReader, proc.stdout)
         for f in (self.stdin, self.stdout):
-            agent.big_pipe(f.fileno())
+            syncwire.big_pipe(f.fileno())
 
     def write(self, data: bytes) -> None:
         self.stdin.write(data)

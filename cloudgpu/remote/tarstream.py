@@ -7,7 +7,7 @@ is no skip-unchanged (the sync agent's manifests need python on the remote end),
 costs nothing where this is used: a fresh container's empty scratch volume.
 
 The local end of a get is as careful as the sync agent's receiver: every path is walked
-from the destination with O_NOFOLLOW (cloudgpu.remote.agent.Dest), absolute and ``..``
+from the destination with O_NOFOLLOW (cloudgpu.remote.syncdest.Dest), absolute and ``..``
 paths are refused, links are recreated as links and never followed, hard links and
 device/FIFO entries are skipped, and files are renamed into place only after the whole
 stream arrived and the remote tar exited 0. The transport is passed in
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, cast
 
 from cloudgpu.errors import RemoteError
-from cloudgpu.remote import agent
+from cloudgpu.remote import syncdest, syncwire
 from cloudgpu.remote.machine import ExcludeFn, ProgressFn, TransferStats
 from cloudgpu.remote.transfer import OpenStream, Stream
 
@@ -156,12 +156,12 @@ def get(
         f"if [ -d {q(path)} ]; then cd {q(path)} && exec tar -c -f - .; "
         f"else cd {parent} && exec tar -c -f - {base}; fi"
     )
-    dest = agent.Dest(os.fsencode(local))
+    dest = syncdest.Dest(os.fsencode(local))
     stats = TransferStats()
     try:
         try:
             _unpack(s, dest, stats, progress)
-        except (tarfile.TarError, agent.SyncError, OSError) as exc:
+        except (tarfile.TarError, syncwire.SyncError, OSError) as exc:
             while s.read(BLOCK):  # let the remote tar finish writing, then hear why
                 pass
             status, err = s.finish()
@@ -181,7 +181,9 @@ def get(
     return stats
 
 
-def _unpack(s: Stream, dest: agent.Dest, stats: TransferStats, progress: ProgressFn | None) -> None:
+def _unpack(
+    s: Stream, dest: syncdest.Dest, stats: TransferStats, progress: ProgressFn | None
+) -> None:
     with tarfile.open(fileobj=cast(IO[bytes], _In(s)), mode="r|") as tar:
         single: bool | None = None
         for member in tar:
@@ -210,22 +212,22 @@ def _name(member: tarfile.TarInfo, single: bool) -> bytes:
         return b""
     parts = name.split("/")
     if name.startswith("/") or any(p in ("", ".", "..") or len(p) > 255 for p in parts):
-        raise agent.SyncError(f"refusing unsafe path {member.name!r}", agent.EXIT_INTEGRITY)
-    if "\0" in name or len(name) > agent.MAX_PATH:
-        raise agent.SyncError(f"refusing unsafe path {member.name!r}", agent.EXIT_INTEGRITY)
+        raise syncwire.SyncError(f"refusing unsafe path {member.name!r}", syncwire.EXIT_INTEGRITY)
+    if "\0" in name or len(name) > syncdest.MAX_PATH:
+        raise syncwire.SyncError(f"refusing unsafe path {member.name!r}", syncwire.EXIT_INTEGRITY)
     # A single file arrives under its own name: it becomes the destination itself.
     return b"" if single else os.fsencode(name)
 
 
 def _receive(
-    dest: agent.Dest,
+    dest: syncdest.Dest,
     tar: tarfile.TarFile,
     member: tarfile.TarInfo,
     stats: TransferStats,
     single: bool,
 ) -> None:
     if single and not member.isreg():
-        raise agent.SyncError(f"{member.name}: not a regular file", agent.EXIT_INTEGRITY)
+        raise syncwire.SyncError(f"{member.name}: not a regular file", syncwire.EXIT_INTEGRITY)
     path = _name(member, single)
     if member.isdir():
         dest.directory(path, member.mode)
@@ -238,7 +240,7 @@ def _receive(
     if member.issym():
         target = member.linkname
         if not target or "\0" in target:
-            raise agent.SyncError(f"bad link target {target!r}", agent.EXIT_INTEGRITY)
+            raise syncwire.SyncError(f"bad link target {target!r}", syncwire.EXIT_INTEGRITY)
         os.symlink(target, tmp, dir_fd=fd_dir)  # recreated as a link, never followed
         dest.pending.append((parts, tmp, name))
         return
@@ -248,7 +250,7 @@ def _receive(
     dest.pending.append((parts, tmp, name))
     try:
         while block := src.read(BLOCK):
-            agent.write_all(fd, block)
+            syncwire.write_all(fd, block)
         os.fchmod(fd, member.mode & 0o777)  # never setuid/setgid from a stream
         os.utime(fd, (member.mtime, member.mtime))
     finally:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from cloudgpu.errors import RemoteError
-from cloudgpu.remote import agent
+from cloudgpu.remote import scripts, syncdest, syncwire
 from cloudgpu.remote.machine import (
     ConnectionLost,
     ExcludeFn,
@@ -31,7 +31,7 @@ from cloudgpu.remote.machine import (
     byte_paths,
 )
 
-AGENT_SOURCE = Path(agent.__file__).read_text(encoding="utf-8")
+AGENT_SOURCE = scripts.source("agent", shared=("syncwire", "syncdest"))
 
 
 class Stream(Protocol):
@@ -72,14 +72,14 @@ def _fail(op: str, remote: str, status: int, err: str) -> RemoteError:
         line = "the connection was lost before the transfer ended"
     if status == 255:  # the agent never exits 255; ssh does when it cannot connect
         return TransportFailed(f"{op} {remote}: ssh failed ({line})")
-    if status == agent.EXIT_MISSING:
+    if status == syncwire.EXIT_MISSING:
         return MissingSource(f"{op} {remote}: {line}")
     if status == 127:
         return RemoteError(
             f"{op} {remote}: python3 is missing on the instance ({line})",
             hint="the sync agent needs python3 on the remote machine",
         )
-    if status == agent.EXIT_INTEGRITY:
+    if status == syncwire.EXIT_INTEGRITY:
         return RemoteError(f"{op} {remote}: {line}", hint="run the sync again; it resends")
     return RemoteError(f"{op} {remote}: {line}")
 
@@ -112,37 +112,18 @@ def put(
     # Start the remote listings first: they run while we list our side.
     opened = [open_stream(agent_command(python, "recv", remote)) for _ in range(max(1, streams))]
     try:
-        mine = agent.scan(root, byte_paths(exclude))
+        mine = syncwire.scan(root, byte_paths(exclude))
     except OSError as exc:
-        for s in opened:
-            s.close_write()
-            s.finish()
+        _end(opened)
         raise RemoteError(f"put {local}: {exc.strerror or exc}") from exc
     # Every agent sends the listing first (read them all: one left unread would block);
     # they list the same tree, so the first is the one to diff against.
-    listings = _listings(opened, remote)
-    theirs = listings[0]
-    paths = agent.changed(mine, theirs)
-    # A link there that becomes a directory is replaced by the stream that makes it; the
-    # others would meet the link meanwhile and refuse it: such a sync goes as one stream.
-    relink = any(mine[p][0] == b"d" and theirs.get(p, (b"",))[0] == b"l" for p in paths)
-    skip_files, skip_bytes = agent.skipped(mine, paths)
-    stats = TransferStats(files_skipped=skip_files, bytes_skipped=skip_bytes)
+    theirs = _listings(opened, remote)[0]
+    paths = syncwire.changed(mine, theirs)
+    skip_files, skip_bytes = syncwire.skipped(mine, paths)
     total = sum(mine[p][1] for p in paths)
-    done = 0
-    lock = threading.Lock()
-
-    def advanced(n: int) -> None:
-        nonlocal done
-        with lock:
-            done += n
-            now = done
-        if progress:
-            progress(now, total)
-
-    shards = split(paths, mine, len(opened))
-    if relink:
-        shards = [paths] + [[] for _ in opened[1:]]
+    advanced = _Progress(progress, total)
+    shards = _shards(paths, mine, theirs, len(opened))
     if len(opened) == 1:
         _send(opened[0], root, mine, shards[0], local, remote, advanced)
     else:
@@ -153,13 +134,46 @@ def put(
             ]
             for j in jobs:
                 j.result()
-    stats.files_sent = sum(1 for p in paths if mine[p][0] == b"f")
-    stats.bytes_sent = total
-    stats.seconds = time.perf_counter() - t0
-    return stats
+    return TransferStats(
+        files_sent=sum(1 for p in paths if mine[p][0] == b"f"),
+        bytes_sent=total,
+        files_skipped=skip_files,
+        bytes_skipped=skip_bytes,
+        seconds=time.perf_counter() - t0,
+    )
 
 
-def split(paths: list[bytes], mine: agent.Manifest, n: int) -> list[list[bytes]]:
+class _Progress:
+    """Bytes sent so far over every stream of one put, reported as they add up."""
+
+    def __init__(self, progress: ProgressFn | None, total: int) -> None:
+        self.progress, self.total = progress, total
+        self.done = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, n: int) -> None:
+        with self.lock:
+            self.done += n
+            now = self.done
+        if self.progress:
+            self.progress(now, self.total)
+
+
+def _shards(
+    paths: list[bytes],
+    mine: syncwire.Manifest,
+    theirs: dict[bytes, tuple[bytes, int, int]],
+    n: int,
+) -> list[list[bytes]]:
+    """``paths`` split over ``n`` streams. A link there that becomes a directory is
+    replaced by the stream that makes it; the others would meet the link meanwhile and
+    refuse it: such a sync goes as one stream."""
+    if any(mine[p][0] == b"d" and theirs.get(p, (b"",))[0] == b"l" for p in paths):
+        return [paths] + [[] for _ in range(n - 1)]
+    return split(paths, mine, n)
+
+
+def split(paths: list[bytes], mine: syncwire.Manifest, n: int) -> list[list[bytes]]:
     """``paths`` in ``n`` shards of about equal bytes, in their order; directories and
     links in the first (a file's directory is made by whichever stream needs it first)."""
     shards: list[list[bytes]] = [[] for _ in range(n)]
@@ -175,7 +189,7 @@ def split(paths: list[bytes], mine: agent.Manifest, n: int) -> list[list[bytes]]
 def _send(
     s: Stream,
     root: bytes,
-    mine: agent.Manifest,
+    mine: syncwire.Manifest,
     paths: list[bytes],
     local: Path,
     remote: str,
@@ -184,8 +198,8 @@ def _send(
     """One stream: pack ``paths``, then check what the agent says it received."""
     total = sum(mine[p][1] for p in paths)
     try:
-        agent.pack(root, mine, paths, agent.Writer(s.write, advanced))
-    except agent.SyncError as exc:
+        syncwire.pack(root, mine, paths, syncwire.Writer(s.write, advanced))
+    except syncwire.SyncError as exc:
         s.close_write()
         s.finish()
         raise RemoteError(f"put {local}: {exc}") from exc
@@ -217,22 +231,27 @@ def _listings(opened: list[Stream], remote: str) -> list[dict[bytes, tuple[bytes
         try:
             out.append(_peer_manifest(s, remote))
         except BaseException:
-            for other in opened[:i] + opened[i + 1 :]:
-                other.close_write()
-                other.finish()
+            _end(opened[:i] + opened[i + 1 :])
             raise
     return out
 
 
+def _end(streams: list[Stream]) -> None:
+    """End streams whose transfer will not happen (their agents exit on end of input)."""
+    for s in streams:
+        s.close_write()
+        s.finish()
+
+
 def _peer_manifest(s: Stream, remote: str) -> dict[bytes, tuple[bytes, int, int]]:
     """The manifest the ``recv`` agent sends first; its failure reason if it fails."""
-    r = agent.Reader(s.read)
+    r = syncwire.Reader(s.read)
     try:
-        manifest = agent.read_manifest(r)
-    except agent.SyncError as exc:
+        manifest = syncwire.read_manifest(r)
+    except syncwire.SyncError as exc:
         s.close_write()
         status, err = s.finish()
-        if status == 0 or status == agent.EXIT_INTEGRITY:
+        if status == 0 or status == syncwire.EXIT_INTEGRITY:
             raise RemoteError(f"put {remote}: {exc}") from exc
         raise _fail("put", remote, status, err) from exc
     if r.pos != len(r.buf):
@@ -246,13 +265,13 @@ def get(
     """Fetch the file or tree ``remote`` into ``local``, skipping unchanged files."""
     t0 = time.perf_counter()
     root = os.fsencode(local)
-    manifest = agent.encode_manifest(agent.scan(root))
+    manifest = syncwire.encode_manifest(syncwire.scan(root))
     s = open_stream(agent_command(python, "send", remote))
-    s.write(agent.LENGTH.pack(len(manifest)) + manifest)
+    s.write(syncwire.LENGTH.pack(len(manifest)) + manifest)
     s.close_write()
     try:
-        got = agent.unpack(root, agent.Reader(s.read), progress)
-    except agent.SyncError as exc:
+        got = syncdest.unpack(root, syncwire.Reader(s.read), progress)
+    except syncwire.SyncError as exc:
         status, err = s.finish()
         if status != 0:
             raise _fail("get", remote, status, err) from exc

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from cloudgpu.errors import RemoteError
-from cloudgpu.remote import SSHMachine, agent, transfer
+from cloudgpu.remote import SSHMachine, syncwire, transfer
 
 
 class Crafted:
@@ -34,17 +34,17 @@ class Crafted:
     def file(self, path: bytes, data: bytes, mode: int = 0o644, size: int | None = None) -> None:
         n = len(data) if size is None else size
         self.size += n
-        self.entries.append(b"F" + agent._FILE.pack(len(path), mode, 0, n) + path + data)
+        self.entries.append(b"F" + syncwire.FILE.pack(len(path), mode, 0, n) + path + data)
 
     def dir(self, path: bytes, mode: int = 0o755) -> None:
-        self.entries.append(b"D" + agent._DIR.pack(len(path), mode) + path)
+        self.entries.append(b"D" + syncwire.DIR.pack(len(path), mode) + path)
 
     def link(self, path: bytes, target: bytes) -> None:
-        self.entries.append(b"L" + agent._LINK.pack(len(path), len(target)) + path + target)
+        self.entries.append(b"L" + syncwire.LINK.pack(len(path), len(target)) + path + target)
 
     def bytes(self, *, digest_ok: bool = True, cut: int = 0) -> bytes:
         total = self.size if self.total is None else self.total
-        body = agent.MAGIC + agent._PRE.pack(len(self.entries), total, 0, 0)
+        body = syncwire.MAGIC + syncwire.PRE.pack(len(self.entries), total, 0, 0)
         body += b"".join(self.entries)
         digest = hashlib.sha256(body).digest()
         if not digest_ok:
@@ -207,14 +207,19 @@ def test_announcing_more_than_the_free_space_writes_nothing(tmp_path: Path) -> N
 
 
 def test_huge_lengths_are_refused_without_allocating(tmp_path: Path) -> None:
-    raw = agent.MAGIC + agent._PRE.pack(1, 1, 0, 0) + b"F" + agent._FILE.pack(1 << 31, 0o644, 0, 1)
+    raw = (
+        syncwire.MAGIC
+        + syncwire.PRE.pack(1, 1, 0, 0)
+        + b"F"
+        + syncwire.FILE.pack(1 << 31, 0o644, 0, 1)
+    )
     with pytest.raises(RemoteError, match="a path of"):
         download(raw, tmp_path / "results")
-    bomb = zlib.compress(b"f1 1 " + b"a" * (agent.MAX_MANIFEST + 10), 9)
-    with pytest.raises(agent.SyncError, match="manifest over"):
-        agent.decode_manifest(bomb)
-    with pytest.raises(agent.SyncError, match="unreadable manifest"):
-        agent.decode_manifest(b"not zlib")
+    bomb = zlib.compress(b"f1 1 " + b"a" * (syncwire.MAX_MANIFEST + 10), 9)
+    with pytest.raises(syncwire.SyncError, match="manifest over"):
+        syncwire.decode_manifest(bomb)
+    with pytest.raises(syncwire.SyncError, match="unreadable manifest"):
+        syncwire.decode_manifest(b"not zlib")
 
 
 def test_two_collects_symlink_then_directory_over_ssh(
@@ -248,7 +253,7 @@ def test_partials_of_a_killed_transfer_are_cleared_by_the_next(tmp_path: Path) -
     stale.write_bytes(b"half a file")
     live = dst / "sub" / f".cgpu-{os.getpid()}-1.part"  # a transfer still under way
     live.write_bytes(b"in flight")
-    assert agent.scan(os.fsencode(dst)).keys() == {b"", b"sub"}  # never synced
+    assert syncwire.scan(os.fsencode(dst)).keys() == {b"", b"sub"}  # never synced
     s = Crafted()
     s.file(b"sub/out.txt", b"fresh\n")
     download(s.bytes(), dst)
