@@ -29,7 +29,7 @@ from cloudgpu.planner.choose import buyable, nothing_fits
 from cloudgpu.scaffold import job_file_for
 from cloudgpu.spec.fields import FieldError, check
 from cloudgpu.spec.model import GpuRequest, JobSpec, Resources
-from cloudgpu.spec.schema import WORKLOAD
+from cloudgpu.spec.workload import WORKLOAD
 from cloudgpu.state import probes
 from cloudgpu.texttable import render_table, terminal_width
 

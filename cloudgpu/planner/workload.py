@@ -1,6 +1,6 @@
 """The ``workload:`` block of job.yaml: its vocabulary, validation and defaults.
 
-Its keys and their forms are declared once, in cloudgpu.spec.schema (WORKLOAD), which
+Its keys and their forms are declared once, in cloudgpu.spec.workload (WORKLOAD), which
 the job loader and the JSON Schema check; this module interprets the block and checks
 what spans several keys. Every mistake is one ConfigError naming the key and the
 expected form. This module only parses; it must not estimate anything.
@@ -67,7 +67,7 @@ from cloudgpu.planner.models import (
     with_params,
 )
 from cloudgpu.spec import units
-from cloudgpu.spec.schema import (
+from cloudgpu.spec.workload import (
     ARCH,
     CHECKPOINTING,
     KINDS,

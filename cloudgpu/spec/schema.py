@@ -4,7 +4,9 @@ cloudgpu.spec.load walks this tree to validate a job file, and :func:`json_schem
 generates the JSON Schema from the same tree, so `cloudgpu schema` cannot drift from
 what `schema --check`, `plan` and `launch` accept. To add a key, add one line to the
 block it belongs to (the value constructors are in cloudgpu.spec.fields); if the job
-model needs it, give the dataclass field the same name or pass ``attr=``.
+model needs it, give the dataclass field the same name or pass ``attr=``. Two parts of
+the tree live beside it: the workload block (cloudgpu.spec.workload) and the values that
+name places: instance paths, data sources and destinations (cloudgpu.spec.locations).
 
 The loader is stricter than any JSON Schema can be in a few places, each marked in the
 error it raises (SpecError.beyond_schema): magnitudes inside unit strings, whether a
@@ -16,23 +18,17 @@ from __future__ import annotations
 
 import copy
 import math
-import posixpath
 import re
 from typing import Any
 
-from cloudgpu.data import uri
 from cloudgpu.spec import units
 from cloudgpu.spec.fields import (
-    MAX_TEXT,
     Block,
     ListOf,
     Node,
-    Unchecked,
     Value,
-    checked,
     choice,
     command,
-    either,
     flag,
     json_schema_of,
     number,
@@ -40,142 +36,12 @@ from cloudgpu.spec.fields import (
     text,
     unit,
 )
+from cloudgpu.spec.locations import OUTPUT_DEST, SOURCE, STORE_DEST, nvme_path
+from cloudgpu.spec.workload import WORKLOAD
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
 ENV_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 MAX_ENV_VALUE = 100_000  # Linux refuses one environment string over 128 KiB
-
-# -- paths -----------------------------------------------------------------------------
-
-# Every instance path of a job (data.dst, outputs.src, checkpoint) lies under /nvme,
-# which each provider maps to its scratch disk ($CLOUDGPU_NVME; a workspace dir on local).
-NVME = "/nvme"
-NVME_PATTERN = r"^/nvme(?:/(?!\.\.(?:/|$))[^/\x00-\x1f]*)*$"
-NVME_FORM = "an absolute path under /nvme on the instance, like /nvme/data"
-_NVME_RE = re.compile(NVME_PATTERN)
-
-
-def _nvme_path(value: Any) -> str:
-    if not isinstance(value, str) or not _NVME_RE.match(value):
-        raise ValueError(f"expected {NVME_FORM}, got {shown(value)}")
-    return posixpath.normpath(value)
-
-
-def nvme_path(description: str) -> Value:
-    return Value({"type": "string", "pattern": NVME_PATTERN}, _nvme_path, description)
-
-
-# Remote data sources (s3:// gs:// az:// https://) are parsed by cloudgpu.data.uri; the
-# JSON Schema states only their scheme (bucket and account rules are the loader's).
-REMOTE_SOURCE_PATTERN = rf"^(?:{'|'.join(uri.SCHEMES)})://\S+$"
-# PROVIDER://... : data a provider holds itself (kaggle://OWNER/DATASET). The scheme must
-# name an installed provider and the job then runs only there: the loader's verdict
-# checks both (spec/load.py), since only it knows the installed providers.
-# Schemes that are transports or other stores' URLs, never a provider's name: refused
-# here already, with the supported forms.
-NOT_PROVIDERS = frozenset(
-    {"http", "ftp", "ftps", "sftp", "ssh", "scp", "file", "rsync", "hdfs", "gcs", "s3a",
-     "s3n", "wasb", "wasbs", "abfs", "abfss", "git", "webdav", "smb", "nfs"}
-)  # fmt: skip
-PROVIDER_SOURCE_PATTERN = rf"^(?!(?:{'|'.join(sorted(NOT_PROVIDERS))})://)[a-z][a-z0-9_-]*://\S+$"
-_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-LOCAL_SOURCE_PATTERN = r"^(?![A-Za-z][A-Za-z0-9+.-]*://)[^\x00-\x1f]*\S[^\x00-\x1f]*$"
-SOURCE_FORMS = (
-    "a local path, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://ACCOUNT/CONTAINER/PREFIX "
-    "or https://HOST/PATH"
-)
-
-
-def _source(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        got = "nothing" if value == "" or value is None else shown(value)
-        raise ValueError(f"expected {SOURCE_FORMS}, got {got}")
-    if len(value) > MAX_TEXT:
-        raise ValueError(f"expected at most {MAX_TEXT} characters, got {len(value):,}")
-    m = _SCHEME_RE.match(value)
-    if m is None:
-        if not re.match(LOCAL_SOURCE_PATTERN, value):
-            raise ValueError("expected a local path without control characters")
-        return value
-    if not re.match(REMOTE_SOURCE_PATTERN, value):
-        if re.match(PROVIDER_SOURCE_PATTERN, value):
-            return value  # a provider's own data: the verdict checks the provider
-        schemes = ", ".join(s + "://" for s in uri.SCHEMES)
-        raise ValueError(f"{m.group(1)}:// sources are not supported; expected one of {schemes}")
-    try:
-        uri.parse(value)
-    except ValueError as exc:
-        raise Unchecked(str(exc)) from None
-    return value
-
-
-SOURCE = Value(
-    {
-        "anyOf": [
-            {"type": "string", "pattern": LOCAL_SOURCE_PATTERN, "maxLength": MAX_TEXT},
-            {"type": "string", "pattern": REMOTE_SOURCE_PATTERN, "maxLength": MAX_TEXT},
-            {"type": "string", "pattern": PROVIDER_SOURCE_PATTERN, "maxLength": MAX_TEXT},
-        ]
-    },
-    _source,
-    "local path (relative to the job file), s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, "
-    "az://ACCOUNT/CONTAINER/PREFIX or https://HOST/PATH",
-)
-LOCAL_DEST_PATTERN = r"^(?![A-Za-z][A-Za-z0-9+.-]*://)[^\x00]*\S[^\x00]*$"
-# Outputs may go straight from the instance to an object store (cloudgpu.data.push).
-OUTPUT_SCHEMES = ("s3", "gs", "az")
-REMOTE_DEST_PATTERN = rf"^(?:{'|'.join(OUTPUT_SCHEMES)})://\S+$"
-DEST_FORMS = "a local path, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX or az://ACCOUNT/CONTAINER/PREFIX"
-
-
-def _dest(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        got = "nothing" if value == "" or value is None else shown(value)
-        raise ValueError(f"expected {DEST_FORMS}, got {got}")
-    if len(value) > MAX_TEXT:
-        raise ValueError(f"expected at most {MAX_TEXT} characters, got {len(value):,}")
-    if "\x00" in value:
-        raise ValueError("expected a path without NUL bytes")
-    m = _SCHEME_RE.match(value)
-    if m is None:
-        return value
-    if not re.match(REMOTE_DEST_PATTERN, value):
-        schemes = ", ".join(s + "://" for s in OUTPUT_SCHEMES)
-        raise ValueError(
-            f"outputs cannot go to {m.group(1)}://; expected a local path or {schemes}"
-        )
-    try:
-        uri.parse(value)
-    except ValueError as exc:
-        raise Unchecked(str(exc)) from None
-    return value
-
-
-def _store_dest(value: Any) -> str:
-    if isinstance(value, str) and not _SCHEME_RE.match(value):
-        schemes = ", ".join(s + "://" for s in OUTPUT_SCHEMES)
-        raise ValueError(f"expected an object store location ({schemes}), got {shown(value)}")
-    return _dest(value)
-
-
-STORE_DEST = Value(
-    {"type": "string", "pattern": REMOTE_DEST_PATTERN, "maxLength": MAX_TEXT},
-    _store_dest,
-    "s3://BUCKET/PREFIX, gs://BUCKET/PREFIX or az://ACCOUNT/CONTAINER/PREFIX the instance "
-    "syncs the checkpoint to and restores it from (default: this machine)",
-)
-
-OUTPUT_DEST = Value(
-    {
-        "anyOf": [
-            {"type": "string", "pattern": LOCAL_DEST_PATTERN, "maxLength": MAX_TEXT},
-            {"type": "string", "pattern": REMOTE_DEST_PATTERN, "maxLength": MAX_TEXT},
-        ]
-    },
-    _dest,
-    "local directory (relative to the current directory), or s3://BUCKET/PREFIX, "
-    "gs://BUCKET/PREFIX, az://ACCOUNT/CONTAINER/PREFIX: uploaded by the instance itself",
-)
 
 # -- resources, limits -------------------------------------------------------------------
 
@@ -289,140 +155,6 @@ CHECKPOINT = Block(
     required=("path",),
     description="directory kept across preemptions: a path, or {path, sync_every, dst}",
     scalar_key="path",
-)
-
-# -- workload (the planner interprets it; here its keys and forms are checked) ---------
-
-KINDS = ("train", "finetune", "lora", "qlora", "inference")
-PRECISIONS = ("bf16", "fp16", "fp32", "fp8", "int8", "int4")
-OPTIMIZERS = ("adamw", "adam", "adam8bit", "sgd", "sgd_nomomentum")
-SHARDINGS = ("auto", "ddp", "zero1", "zero2", "zero3", "fsdp")
-CHECKPOINTING = ("auto", "none", "selective", "full")
-# The planner's framework table (cloudgpu/planner/data/frameworks.json) has one row each.
-FRAMEWORKS = (
-    "auto",
-    "megatron",
-    "deepspeed",
-    "fsdp",
-    "torchtune",
-    "litgpt",
-    "hf-trainer",
-    "nanogpt-style",
-    "vllm",
-    "vllm-0.2",
-    "tensorrt-llm",
-    "gpt-fast",
-    "hf-generate",
-)
-
-
-def _whole(description: str, lo: int, hi: float) -> Value:
-    return checked(number(description, lo, hi, integer=True, lo_open=False))
-
-
-def _whole_or_auto(description: str, hi: float) -> Value:
-    """A whole number >= 1, or ``auto``: the planner searches it per machine."""
-    return checked(
-        either(
-            description,
-            number("", 1, hi, integer=True, lo_open=False),
-            choice("", ("auto",)),
-        )
-    )
-
-
-def _rate(description: str, hi: float) -> Value:
-    return checked(number(description, 0, hi, lo_open=False))
-
-
-def _amount(description: str, hi: float) -> Value:
-    return checked(
-        unit(description, units.parse_amount, units.AMOUNT_PATTERN, 0, hi, units.AMOUNT_FORM)
-    )
-
-
-def _bytes(description: str, hi: float) -> Value:
-    return checked(
-        unit(description, units.parse_bytes, units.BYTES_PATTERN, 0, hi, units.BYTES_FORM)
-    )
-
-
-def _pick(description: str, options: tuple[str, ...], **kw: Any) -> Value:
-    return checked(choice(description, options, loose=True, **kw))
-
-
-ARCH: dict[str, Value] = {
-    "layers": _whole("transformer blocks", 1, 100_000),
-    "hidden": _whole("model width", 1, 10_000_000),
-    "heads": _whole("attention heads", 1, 100_000),
-    "kv_heads": _whole("key/value heads (GQA)", 1, 100_000),
-    "vocab": _whole("vocabulary size", 1, 1e9),
-    "intermediate": _whole("MLP width", 1, 1e8),
-    "head_dim": _whole("per-head width", 0, 100_000),
-    "experts": _whole("MoE experts", 1, 100_000),
-    "experts_active": _whole("experts per token", 1, 100_000),
-    "tied": flag("tied input/output embeddings"),
-}
-
-WORKLOAD = Block(
-    {
-        "kind": _pick("train | finetune | lora | qlora | inference", KINDS),
-        "model": checked(text("a bundled model, e.g. llama-3-8b", max_len=200)),
-        "params": _amount("parameter count, e.g. 8B", 1e15),
-        "tokens": _amount("tokens to train on (or to generate), e.g. 2B", 1e17),
-        "precision": _pick("bf16 | fp16 | fp32 | fp8 | int8 | int4", PRECISIONS),
-        "seq_len": _whole("sequence length / context", 1, 100_000_000),
-        "framework": _pick(
-            "what runs the job, for its efficiency and memory habits: " + " | ".join(FRAMEWORKS),
-            FRAMEWORKS,
-        ),
-        "global_batch": _whole_or_auto("sequences per optimizer step", 1e9),
-        "micro_batch": _whole_or_auto("sequences per GPU per step", 1_000_000),
-        "grad_accum": _whole_or_auto("micro-steps per optimizer step", 1_000_000),
-        "checkpointing": _pick(
-            "activation recomputation", CHECKPOINTING, booleans={True: "full", False: "none"}
-        ),
-        "attention": _pick("flash | eager", ("flash", "eager")),
-        "optimizer": _pick("adamw | adam | adam8bit | sgd | sgd_nomomentum", OPTIMIZERS),
-        "sharding": _pick("auto | ddp | zero1 | zero2 | zero3 | fsdp", SHARDINGS),
-        "tensor_parallel": _whole_or_auto("tensor-parallel degree inside a node", 1024),
-        "pipeline_parallel": _whole_or_auto("pipeline stages (across nodes when searched)", 1024),
-        "virtual_pipeline": _whole_or_auto("interleaved pipeline chunks per stage", 1024),
-        "context_parallel": _whole("GPUs each sequence is split over", 1, 1024),
-        "network_gbps": checked(
-            either(
-                "node-to-node Gbit/s the estimate assumes (auto: the offer's)",
-                number("", 0, 1e7),
-                choice("", ("auto",)),
-            )
-        ),
-        "lora_rank": _whole("adapter rank (lora/qlora)", 1, 65_536),
-        "lora_targets": _pick("all | attention | qv", ("all", "attention", "qv")),
-        "mfu": checked(number("measured end-to-end model FLOPs utilisation, a fraction", 0, 1)),
-        "batch": checked(
-            either(
-                "concurrent sequences (inference)",
-                number("", 1, 1_000_000, integer=True, lo_open=False),
-                choice("", ("auto",)),
-            )
-        ),
-        "requests": _amount("requests to serve (inference)", 1e15),
-        "input_tokens": _whole("prompt tokens per request", 0, 100_000_000),
-        "output_tokens": _whole("generated tokens per request", 0, 100_000_000),
-        "data_size": _bytes("bytes to stage when the data block's size is unknown", 1e18),
-        "samples_per_s": _rate("samples one GPU consumes per second", 1e9),
-        "bytes_per_sample": _bytes("size of one sample", 1e12),
-        "cpu_samples_per_s": _rate("samples one vCPU decodes per second", 1e9),
-        "spot_interruptions_per_hour": _rate("expected spot interruptions per hour", 100),
-        "checkpoint_minutes": _rate("minutes between checkpoints", 1e6),
-        "arch": Block(
-            {"name": checked(text("a label", max_len=200)), **ARCH},
-            description="the model's shape, instead of model: or params:",
-        ),
-        **ARCH,
-    },
-    required=("kind",),
-    description="sizes and times the job (see `cloudgpu plan --help`)",
 )
 
 # -- the job -------------------------------------------------------------------------------

@@ -159,7 +159,7 @@ def test_bad_workloads_are_one_line_errors(raw: dict[str, object], message: str)
 
 def test_layout_keys_are_auto_unless_pinned_and_frameworks_match_the_schema() -> None:
     from cloudgpu.planner.frameworks import framework_names
-    from cloudgpu.spec.schema import FRAMEWORKS
+    from cloudgpu.spec.workload import FRAMEWORKS
 
     assert set(FRAMEWORKS) == {"auto", *framework_names()}
     base = {"kind": "train", "model": "llama-3-8b", "tokens": "1B"}
