@@ -1,5 +1,6 @@
 """The SQLite state store: jobs, instances, events and spend."""
 
-from cloudgpu.state.store import InstanceRecord, JobRecord, SpendRecord, Store
+from cloudgpu.state.records import InstanceRecord, JobRecord, SpendRecord
+from cloudgpu.state.store import Store
 
 __all__ = ["InstanceRecord", "JobRecord", "SpendRecord", "Store"]

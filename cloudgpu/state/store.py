@@ -5,7 +5,9 @@ the store as it was before that write. Instances are recorded *before* the provi
 create call (state ``requested``) so a crash during create leaves something findable.
 Nothing secret is ever stored here: SSH targets hold key *paths*, never keys.
 
-The store is passed in to whoever needs it; there is no module-level connection.
+The store is passed in to whoever needs it; there is no module-level connection. Its
+rows are the records of cloudgpu.state.records; its tables and their migrations are
+cloudgpu.state.schema.
 """
 
 from __future__ import annotations
@@ -17,154 +19,15 @@ import sqlite3
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cloudgpu.errors import CloudGPUError, StateError, StoreBusy
+from cloudgpu.state import schema
+from cloudgpu.state.records import InstanceRecord, JobRecord, SpendRecord, columns, row_to
+from cloudgpu.state.schema import SCHEMA_VERSION
 
-SCHEMA_VERSION = 2
-
-_SCHEMA_V1 = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS jobs (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    state TEXT NOT NULL,
-    spec_json TEXT NOT NULL DEFAULT '{}',
-    spec_path TEXT NOT NULL DEFAULT '',
-    provider TEXT NOT NULL DEFAULT '',
-    instance_type TEXT NOT NULL DEFAULT '',
-    exit_code INTEGER,
-    error TEXT NOT NULL DEFAULT '',
-    pid INTEGER,
-    log_path TEXT NOT NULL DEFAULT '',
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS instances (
-    id TEXT PRIMARY KEY,
-    job_id TEXT NOT NULL,
-    provider TEXT NOT NULL,
-    provider_id TEXT NOT NULL DEFAULT '',
-    instance_type TEXT NOT NULL DEFAULT '',
-    region TEXT NOT NULL DEFAULT '',
-    zone TEXT NOT NULL DEFAULT '',
-    market TEXT NOT NULL DEFAULT 'on_demand',
-    gpu TEXT NOT NULL DEFAULT '',
-    gpu_count INTEGER NOT NULL DEFAULT 0,
-    state TEXT NOT NULL,
-    price_per_hour REAL NOT NULL DEFAULT 0,
-    idempotency_token TEXT NOT NULL DEFAULT '',
-    tags_json TEXT NOT NULL DEFAULT '{}',
-    ssh_json TEXT NOT NULL DEFAULT '{}',
-    created_at REAL NOT NULL,
-    launched_at REAL,
-    terminated_at REAL
-);
-CREATE INDEX IF NOT EXISTS instances_job ON instances(job_id);
-CREATE TABLE IF NOT EXISTS events (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    job_id TEXT NOT NULL,
-    instance_id TEXT NOT NULL DEFAULT '',
-    ts REAL NOT NULL,
-    kind TEXT NOT NULL,
-    message TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
-CREATE TABLE IF NOT EXISTS spend (
-    instance_id TEXT PRIMARY KEY,
-    job_id TEXT NOT NULL,
-    provider TEXT NOT NULL,
-    instance_type TEXT NOT NULL,
-    region TEXT NOT NULL DEFAULT '',
-    market TEXT NOT NULL DEFAULT 'on_demand',
-    gpu TEXT NOT NULL DEFAULT '',
-    gpu_count INTEGER NOT NULL DEFAULT 0,
-    price_per_hour REAL NOT NULL,
-    started_at REAL NOT NULL,
-    ended_at REAL NOT NULL,
-    billed_seconds REAL NOT NULL,
-    cost REAL NOT NULL
-);
-"""
-
-# Migrations from version N to N+1, applied in order inside one transaction each.
-_MIGRATIONS: dict[int, str] = {
-    # The host a job's lifecycle process runs on: its pid means something only there.
-    1: "ALTER TABLE jobs ADD COLUMN host TEXT NOT NULL DEFAULT ''",
-}
 LOCK_WAIT_S = 30.0  # how long a write waits for another process's write lock
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    id: str
-    name: str
-    state: str
-    spec: dict[str, Any] = field(default_factory=dict)
-    spec_path: str = ""
-    provider: str = ""
-    instance_type: str = ""
-    exit_code: int | None = None
-    error: str = ""
-    pid: int | None = None
-    log_path: str = ""
-    created_at: float = 0.0
-    updated_at: float = 0.0
-    host: str = ""  # where ``pid`` runs
-
-
-@dataclass(frozen=True)
-class InstanceRecord:
-    id: str
-    job_id: str
-    provider: str
-    state: str
-    provider_id: str = ""
-    instance_type: str = ""
-    region: str = ""
-    zone: str = ""
-    market: str = "on_demand"
-    gpu: str = ""
-    gpu_count: int = 0
-    price_per_hour: float = 0.0
-    idempotency_token: str = ""
-    tags: dict[str, str] = field(default_factory=dict)
-    ssh: dict[str, Any] = field(default_factory=dict)
-    created_at: float = 0.0
-    launched_at: float | None = None
-    terminated_at: float | None = None
-
-
-@dataclass(frozen=True)
-class SpendRecord:
-    instance_id: str
-    job_id: str
-    provider: str
-    instance_type: str
-    region: str
-    market: str
-    gpu: str
-    gpu_count: int
-    price_per_hour: float
-    started_at: float
-    ended_at: float
-    billed_seconds: float
-    cost: float
-
-
-_JSON_COLS = {"spec_json": "spec", "tags_json": "tags", "ssh_json": "ssh"}
-
-
-def _row_to(cls: type, row: sqlite3.Row) -> Any:
-    data = {}
-    for k in row.keys():  # noqa: SIM118 - sqlite3.Row is not a Mapping
-        if k in _JSON_COLS:
-            data[_JSON_COLS[k]] = json.loads(row[k])
-        else:
-            data[k] = row[k]
-    return cls(**data)
 
 
 def _create_private(path: Path) -> None:
@@ -321,21 +184,16 @@ class Store:
                     )
                 if version == SCHEMA_VERSION:
                     return
-                script = _SCHEMA_V1 if version == 0 else _MIGRATIONS[version]
-                for stmt in script.split(";"):
-                    if stmt.strip():
-                        c.execute(stmt)
-                c.execute(
-                    "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', ?)",
-                    (str(version + 1),),
-                )
+                schema.step(c, version)
 
     def schema_version(self) -> int:
-        try:
-            row = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        except sqlite3.OperationalError:
-            return 0
-        return int(row[0]) if row else 0
+        return schema.schema_version(self._conn)
+
+    def _insert(self, verb: str, table: str, row: Mapping[str, Any]) -> None:
+        """One row, its column names taken from the record (never from input)."""
+        marks = ",".join("?" * len(row))
+        with self.tx() as c:
+            c.execute(f"{verb} INTO {table}({', '.join(row)}) VALUES({marks})", tuple(row.values()))
 
     # -- jobs ------------------------------------------------------------------------
 
@@ -381,7 +239,7 @@ class Store:
         row = self._conn.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
         if row is None:
             raise StateError(f"no job '{job_id}'", hint="`cloudgpu status` lists jobs")
-        return _row_to(JobRecord, row)
+        return row_to(JobRecord, row)
 
     def find_job(self, ref: str) -> JobRecord:
         """A job by id, unique id prefix, or name (the newest with that name)."""
@@ -391,13 +249,13 @@ class Store:
         ).fetchall()
         exact = [r for r in rows if r["id"] == ref]
         if exact:
-            return _row_to(JobRecord, exact[0])
+            return row_to(JobRecord, exact[0])
         by_prefix = [r for r in rows if r["id"].startswith(ref)]
         if len(by_prefix) == 1:
-            return _row_to(JobRecord, by_prefix[0])
+            return row_to(JobRecord, by_prefix[0])
         by_name = [r for r in rows if r["name"] == ref]
         if by_name:
-            return _row_to(JobRecord, by_name[0])
+            return row_to(JobRecord, by_name[0])
         if len(by_prefix) > 1:
             raise StateError(f"job id prefix '{ref}' is ambiguous", hint="give more characters")
         raise StateError(f"no job '{ref}'", hint="`cloudgpu status` lists jobs")
@@ -410,38 +268,14 @@ class Store:
             ).fetchall()
         else:
             rows = self._conn.execute("SELECT * FROM jobs ORDER BY created_at").fetchall()
-        return [_row_to(JobRecord, r) for r in rows]
+        return [row_to(JobRecord, r) for r in rows]
 
     # -- instances -------------------------------------------------------------------
 
     def add_instance(self, rec: InstanceRecord) -> None:
-        with self.tx() as c:
-            c.execute(
-                "INSERT INTO instances(id, job_id, provider, provider_id, instance_type, region,"
-                " zone, market, gpu, gpu_count, state, price_per_hour, idempotency_token,"
-                " tags_json, ssh_json, created_at, launched_at, terminated_at)"
-                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    rec.id,
-                    rec.job_id,
-                    rec.provider,
-                    rec.provider_id,
-                    rec.instance_type,
-                    rec.region,
-                    rec.zone,
-                    rec.market,
-                    rec.gpu,
-                    rec.gpu_count,
-                    rec.state,
-                    rec.price_per_hour,
-                    rec.idempotency_token,
-                    json.dumps(dict(rec.tags)),
-                    json.dumps(rec.ssh),
-                    rec.created_at or self.clock(),
-                    rec.launched_at,
-                    rec.terminated_at,
-                ),
-            )
+        self._insert(
+            "INSERT", "instances", columns(rec) | {"created_at": rec.created_at or self.clock()}
+        )
 
     def update_instance(self, instance_id: str, **fields: Any) -> None:
         allowed = {
@@ -466,7 +300,7 @@ class Store:
         row = self._conn.execute("SELECT * FROM instances WHERE id=?", (instance_id,)).fetchone()
         if row is None:
             raise StateError(f"no instance '{instance_id}'")
-        return _row_to(InstanceRecord, row)
+        return row_to(InstanceRecord, row)
 
     def instances(self, job_id: str | None = None, live_only: bool = False) -> list[InstanceRecord]:
         sql = "SELECT * FROM instances"
@@ -482,7 +316,7 @@ class Store:
         if conds:
             sql += " WHERE " + " AND ".join(conds)
         rows = self._conn.execute(sql + " ORDER BY created_at", args).fetchall()
-        return [_row_to(InstanceRecord, r) for r in rows]
+        return [row_to(InstanceRecord, r) for r in rows]
 
     # -- events ----------------------------------------------------------------------
 
@@ -503,27 +337,7 @@ class Store:
 
     def record_spend(self, rec: SpendRecord) -> None:
         """Record (or correct) what one instance cost; keyed by instance id."""
-        with self.tx() as c:
-            c.execute(
-                "INSERT OR REPLACE INTO spend(instance_id, job_id, provider, instance_type,"
-                " region, market, gpu, gpu_count, price_per_hour, started_at, ended_at,"
-                " billed_seconds, cost) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    rec.instance_id,
-                    rec.job_id,
-                    rec.provider,
-                    rec.instance_type,
-                    rec.region,
-                    rec.market,
-                    rec.gpu,
-                    rec.gpu_count,
-                    rec.price_per_hour,
-                    rec.started_at,
-                    rec.ended_at,
-                    rec.billed_seconds,
-                    rec.cost,
-                ),
-            )
+        self._insert("INSERT OR REPLACE", "spend", columns(rec))
 
     def spend(self, since: float | None = None, job_id: str | None = None) -> list[SpendRecord]:
         sql = "SELECT * FROM spend"
@@ -538,4 +352,4 @@ class Store:
         if conds:
             sql += " WHERE " + " AND ".join(conds)
         rows = self._conn.execute(sql + " ORDER BY started_at", args).fetchall()
-        return [_row_to(SpendRecord, r) for r in rows]
+        return [row_to(SpendRecord, r) for r in rows]
