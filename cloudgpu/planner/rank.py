@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from cloudgpu.catalog.gpus import GpuRegistry, GpuSpec, usable_gib
 from cloudgpu.catalog.offer import Offer
-from cloudgpu.catalog.requirements import from_resources
+from cloudgpu.catalog.requirements import Filter, from_resources
 from cloudgpu.costs import billing
 from cloudgpu.errors import ConfigError
 from cloudgpu.planner.calibrate import RunHistory
@@ -318,10 +318,7 @@ def plan(
         raise ConfigError(f"unknown objective '{objective}' (one of {', '.join(OBJECTIVES)})")
     w = workload_of(job)
     size = float(data_bytes) if data_bytes is not None else (w.data_size if w else 0.0)
-    # One context per node count the job allows ("num_nodes: 1-4"): each offer is judged
-    # at every count and keeps its best by the objective (cost, time), scaling included.
-    # They share one Estimates: its entries are keyed by node count.
-    cache = estimates if estimates is not None else Estimates()
+    cache = estimates if estimates is not None else Estimates()  # shared by every count
     ctxs = [
         _Context(
             w,
@@ -340,26 +337,38 @@ def plan(
     reqs = from_resources(
         job.resources, needs_gpu=w is not None, provider_regions=provider_regions
     ).compile(registry)
-    fitting: list[Candidate] = []
-    rejected: list[Candidate] = []
-    max_cost = job.limits.max_cost
     effective = objective if w is not None else "hourly"
-    for offer in offers:
-        reason = reqs.reason(offer)
-        cand = _candidate(ctx, reason, offer, job.limits)
-        if len(ctxs) > 1:
-            cands = [cand, *(_candidate(c, reason, offer, job.limits) for c in ctxs[1:])]
-            fits = [c for c in cands if c.fits]
-            cand = min(fits, key=lambda c: _sort_key(effective, c)) if fits else cand
-        (fitting if cand.fits else rejected).append(cand)
-    fitting.sort(key=lambda c: _sort_key(effective, c))
+    fitting, rejected = _judge(ctxs, reqs, offers, job.limits, effective)
     free = _unnamed_free_tiers(ctx, job, offers, rejected, registry, provider_regions)
-    rejected.sort(key=lambda c: (c.price_per_hour, c.offer.key))
     result = Plan(fitting, rejected, objective, workload=w, free=free)
     result.summary = _summary(result, len(offers), effective)
     if not fitting and w is not None:
-        result.needs = _nothing_fits(ctx, rejected, offers, max_cost, job.limits)
+        result.needs = _nothing_fits(ctx, rejected, offers, job.limits)
     return result
+
+
+def _judge(
+    ctxs: list[_Context],
+    reqs: Filter,
+    offers: Sequence[Offer],
+    limits: Limits,
+    effective: str,
+) -> tuple[list[Candidate], list[Candidate]]:
+    """(fitting, rejected) candidates, each list in its order. One context per node
+    count the job allows ("num_nodes: 1-4"): each offer is judged at every count and
+    keeps its best by the objective (cost, time), scaling included. The contexts share
+    one Estimates: its entries are keyed by node count."""
+    fitting: list[Candidate] = []
+    rejected: list[Candidate] = []
+    for offer in offers:
+        reason = reqs.reason(offer)
+        cands = [_candidate(c, reason, offer, limits) for c in ctxs]
+        fits = [c for c in cands if c.fits]
+        cand = min(fits, key=lambda c: _sort_key(effective, c)) if fits else cands[0]
+        (fitting if cand.fits else rejected).append(cand)
+    fitting.sort(key=lambda c: _sort_key(effective, c))
+    rejected.sort(key=lambda c: (c.price_per_hour, c.offer.key))
+    return fitting, rejected
 
 
 def _unnamed_free_tiers(
@@ -390,13 +399,13 @@ def _nothing_fits(
     ctx: _Context,
     rejected: list[Candidate],
     offers: Sequence[Offer],
-    max_cost: float | None,
     limits: Limits,
 ) -> str:
     """Why nothing fits: over budget (say the cheapest), too slow for max_runtime (say the
     fastest), or too big (say what would fit)."""
     costed = [c for c in rejected if c.est_cost is not None]
     over_budget = [c for c in costed if "limits.max_cost" in c.reason]
+    max_cost = limits.max_cost
     if over_budget and max_cost is not None:
         low = min(over_budget, key=lambda c: (c.est_cost or 0.0, c.offer.key))
         return (
