@@ -11,48 +11,31 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
-import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cloudgpu.paths import default_paths
-from cloudgpu.provider import (
-    TAG_EXPIRES,
-    TAG_INSTANCE,
-    TAG_JOB,
-    TAG_LEASE,
-    TAG_OWNER,
-    CreateRequest,
-)
-from cloudgpu.state.store import InstanceRecord
+from cloudgpu.provider import CreateRequest
 from tests.faults.record import Case
 from tests.faults.simkit import job_state, launch_proc
 from tests.faults.test_sim_matrix import MINE, OLD, SIZE, _at, dataset, files_lost
 from tests.lifecycle.helpers import cli_proc, job_file, store, wait_for
-from tests.providers.aws_fixtures.servers import capacity_proxy, moto_server, url_of
-from tests.providers.aws_fixtures.setup import (
-    FAKE_ENV,
-    REGION,
-    ec2_client,
-    make_provider,
-    offer,
-    register_dlami,
+from tests.providers.aws_fixtures.account import (
+    config_toml,
+    dead_pid,
+    ec2_url,
+    moto_url,
+    owned,
+    recorded_job,
 )
+from tests.providers.aws_fixtures.servers import capacity_proxy, url_of
+from tests.providers.aws_fixtures.setup import FAKE_ENV, REGION, make_provider, offer
 from tests.providers.lifecycle_kit import write_config
 from tests.remote.sshd import SSHDServer
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    with moto_server() as url:
-        register_dlami(url)
-        yield url
+__all__ = ["ec2_url", "moto_url"]  # the fixtures, imported for pytest
 
 
 @pytest.fixture
@@ -62,21 +45,6 @@ def results(tmp_path: Path) -> Path:
     (r / "mine.txt").write_bytes(MINE)
     (r / "model.bin").write_bytes(OLD)
     return r
-
-
-def owned(moto_url: str, owner: str) -> list[str]:
-    """Instances (not terminated), security groups and key pairs carrying ``owner``."""
-    ec2 = ec2_client(moto_url)
-    f = [{"Name": f"tag:{TAG_OWNER}", "Values": [owner]}]
-    live = [
-        i["InstanceId"]
-        for r in ec2.describe_instances(Filters=f)["Reservations"]
-        for i in r["Instances"]
-        if i["State"]["Name"] not in ("terminated", "shutting-down")
-    ]
-    groups = [g["GroupId"] for g in ec2.describe_security_groups(Filters=f)["SecurityGroups"]]
-    keys = [k["KeyName"] for k in ec2.describe_key_pairs(Filters=f)["KeyPairs"]]
-    return live + groups + keys
 
 
 def kill_leftover_job_processes(job_id: str) -> None:
@@ -150,45 +118,23 @@ def _at_aws(stage: str, home: Path, results: Path):  # type: ignore[no-untyped-d
     return _at(stage, home, results)
 
 
-def dead_pid() -> int:
-    p = subprocess.Popen(["true"])
-    p.wait()
-    return p.pid
-
-
-def test_two_homes_on_one_account(case: Case, moto_url: str, tmp_path: Path) -> None:
+def test_two_homes_on_one_account(case: Case, moto_url: str, ec2_url: str, tmp_path: Path) -> None:
     case.cloud, case.fault, case.stage = "aws (moto)", "two homes on one account", "running"
-    with capacity_proxy(moto_url) as proxy:
-        two_homes(case, moto_url, url_of(proxy), tmp_path)
+    two_homes(case, moto_url, ec2_url, tmp_path)
 
 
 def two_homes(case: Case, moto_url: str, ec2_url: str, tmp_path: Path) -> None:
     homes = [tmp_path / "home-a", tmp_path / "home-b"]
     provs, insts, owners = [], [], []
     for i, home in enumerate(homes):
-        write_config(
-            home,
-            f'[providers.aws]\nendpoint_url = "{ec2_url}"\nregions = ["{REGION}"]\n'
-            'ssh_cidr = "203.0.113.7/32"\nimage_owners = ["self"]\npoll_s = 0\n',
-        )
-        s = store(home)
+        write_config(home, config_toml(ec2_url))
         job = f"job-{'ab'[i]}-0001"
-        s.add_job(job, job, {}, state="running")
-        s.update_job(job, pid=os.getpid(), host=socket.gethostname())  # both live
-        now = int(time.time())
-        tags = {
-            TAG_JOB: job,
-            TAG_OWNER: s.owner_id(),
-            TAG_EXPIRES: str(now + 3600),
-            TAG_LEASE: str(now + 600),
-            TAG_INSTANCE: f"i-rec{i}",
-        }
-        s.add_instance(InstanceRecord(id=f"i-rec{i}", job_id=job, provider="aws",
-                                      state="running", region=REGION, tags=tags))  # fmt: skip
+        # Both live: this process is their client.
+        tags = recorded_job(store(home), job, f"i-rec{i}", "running", os.getpid())
         p = make_provider(ec2_url, default_paths({"CLOUDGPU_HOME": str(home)}), str(tmp_path))
         provs.append(p)
         insts.append(p.create(CreateRequest(offer=offer(), name=f"{job}-x", tags=tags)))
-        owners.append(s.owner_id())
+        owners.append(store(home).owner_id())
     # A's client dies; each home sweeps: A removes its own orphan, B touches nothing of A.
     store(homes[0]).update_job("job-a-0001", pid=dead_pid())
     res_b = cli_proc(["down", "--orphans", "--yes"], homes[1], env=dict(FAKE_ENV))

@@ -26,9 +26,9 @@ from cloudgpu.errors import CapacityError, ConfigError, NotFoundError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_EXPIRES, TAG_JOB, TAG_OWNER, CreateRequest, InstanceState
 from cloudgpu.testing import ProviderContract
+from tests.providers.aws_fixtures.account import ec2_url, moto_url
 from tests.providers.aws_fixtures.servers import (
     capacity_proxy,
-    ec2_server,
     free_port,
     load_products,
     pricing_replay,
@@ -43,28 +43,23 @@ from tests.providers.aws_fixtures.setup import (
     register_dlami,
 )
 
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    with ec2_server() as url:
-        register_dlami(url)
-        yield url
+__all__ = ["ec2_url", "moto_url"]  # the fixtures, imported for pytest
 
 
 @pytest.fixture
-def provider(moto_url: str, paths: Paths, tmp_path: Path) -> AWSProvider:
-    return make_provider(moto_url, paths, str(tmp_path))
+def provider(ec2_url: str, paths: Paths, tmp_path: Path) -> AWSProvider:
+    return make_provider(ec2_url, paths, str(tmp_path))
 
 
 class TestAWSContract(ProviderContract):
     provider_name = "aws"
 
     @pytest.fixture
-    def provider(self, moto_url: str, paths: Paths, tmp_path: Path) -> Iterator[AWSProvider]:
+    def provider(self, ec2_url: str, paths: Paths, tmp_path: Path) -> Iterator[AWSProvider]:
         """With the Price List API replayed too, so its live offers are checked (moto has
         no pricing service)."""
         with pricing_replay(load_products()) as srv:
-            yield make_provider(moto_url, paths, str(tmp_path), pricing_endpoint_url=url_of(srv))
+            yield make_provider(ec2_url, paths, str(tmp_path), pricing_endpoint_url=url_of(srv))
 
     @pytest.fixture
     def offer(self) -> Offer:
@@ -89,16 +84,16 @@ def _tags(items: list[dict]) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in items or []}
 
 
-def test_on_demand_create_tags_every_resource(provider: AWSProvider, moto_url: str) -> None:
+def test_on_demand_create_tags_every_resource(provider: AWSProvider, ec2_url: str) -> None:
     req = _request(offer())
     inst = provider.create(req)
-    ec2 = ec2_client(moto_url)
+    ec2 = ec2_client(ec2_url)
     try:
         raw = ec2.describe_instances(InstanceIds=[inst.id])["Reservations"][0]["Instances"][0]
         assert raw["InstanceType"] == "g5.xlarge"
         assert raw["Placement"]["AvailabilityZone"] == "us-east-1a"
         assert raw.get("InstanceLifecycle") != "spot" and inst.market == "on_demand"
-        assert raw["ImageId"] == register_dlami(moto_url)  # the documented AMI rule
+        assert raw["ImageId"] == register_dlami(ec2_url)  # the documented AMI rule
         assert inst.nvme_mount == "/opt/dlami/nvme"
         for k, v in req.tags.items():
             assert _tags(raw["Tags"])[k] == v
@@ -130,10 +125,10 @@ def test_on_demand_create_tags_every_resource(provider: AWSProvider, moto_url: s
     assert not key.exists()
 
 
-def test_spot_create_uses_market_options(provider: AWSProvider, moto_url: str) -> None:
+def test_spot_create_uses_market_options(provider: AWSProvider, ec2_url: str) -> None:
     inst = provider.create(_request(offer(zone="us-east-1b", market="spot")))
     try:
-        raw = ec2_client(moto_url).describe_instances(InstanceIds=[inst.id])
+        raw = ec2_client(ec2_url).describe_instances(InstanceIds=[inst.id])
         item = raw["Reservations"][0]["Instances"][0]
         assert item["InstanceLifecycle"] == "spot"
         assert inst.market == "spot" and inst.zone == "us-east-1b"
@@ -143,13 +138,13 @@ def test_spot_create_uses_market_options(provider: AWSProvider, moto_url: str) -
 
 
 def test_caller_public_key_is_imported_and_no_key_file_made(
-    provider: AWSProvider, moto_url: str
+    provider: AWSProvider, ec2_url: str
 ) -> None:
     pub = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl me"
     inst = provider.create(_request(offer(), ssh_public_key=pub))
     try:
         assert inst.ssh is not None and inst.ssh.key_file is None
-        kp = ec2_client(moto_url).describe_key_pairs(KeyNames=[inst.extra["key_name"]])
+        kp = ec2_client(ec2_url).describe_key_pairs(KeyNames=[inst.extra["key_name"]])
         assert kp["KeyPairs"][0]["KeyType"] == "ed25519"
     finally:
         provider.terminate(inst.id)
@@ -167,10 +162,10 @@ def test_idempotent_retry_returns_the_same_instance(provider: AWSProvider) -> No
 
 
 def test_terminate_removes_group_and_key_and_is_idempotent(
-    provider: AWSProvider, moto_url: str
+    provider: AWSProvider, ec2_url: str
 ) -> None:
     inst = provider.create(_request(offer()))
-    ec2 = ec2_client(moto_url)
+    ec2 = ec2_client(ec2_url)
     group_id = inst.extra["security_groups"][0]
     provider.terminate(inst.id)
     state = ec2.describe_instances(InstanceIds=[inst.id])["Reservations"][0]["Instances"][0]
@@ -186,13 +181,13 @@ def test_terminate_removes_group_and_key_and_is_idempotent(
 
 
 def test_orphan_sweep_finds_instances_by_job_tag(
-    paths: Paths, moto_url: str, tmp_path: Path
+    paths: Paths, ec2_url: str, tmp_path: Path
 ) -> None:
     # A second provider object stands in for a new client process after a crash.
-    first = make_provider(moto_url, paths, str(tmp_path))
+    first = make_provider(ec2_url, paths, str(tmp_path))
     req = _request(offer())
     inst = first.create(req)
-    later = make_provider(moto_url, paths, str(tmp_path))
+    later = make_provider(ec2_url, paths, str(tmp_path))
     found = later.list_instances({TAG_JOB: req.tags[TAG_JOB]})
     assert [i.id for i in found] == [inst.id]
     assert found[0].state in (InstanceState.PENDING, InstanceState.RUNNING)
@@ -204,16 +199,16 @@ def test_orphan_sweep_finds_instances_by_job_tag(
 
 
 def test_capacity_error_through_real_sdk_path_cleans_up(
-    moto_url: str, paths: Paths, tmp_path: Path
+    ec2_url: str, paths: Paths, tmp_path: Path
 ) -> None:
-    with capacity_proxy(moto_url, fail_zones=frozenset({"us-east-1a"})) as proxy:
+    with capacity_proxy(ec2_url, fail_zones=frozenset({"us-east-1a"})) as proxy:
         url = f"http://127.0.0.1:{proxy.server_address[1]}"
         prov = make_provider(url, paths, str(tmp_path))
         req = _request(offer(zone="us-east-1a"))
         with pytest.raises(CapacityError, match="InsufficientInstanceCapacity"):
             prov.create(req)
         assert proxy.refused == [("g5.xlarge", "us-east-1a")]
-        ec2 = ec2_client(moto_url)
+        ec2 = ec2_client(ec2_url)
         name = f"cloudgpu-{req.name}"
         # Nothing of the failed attempt is left: no group, no key pair, no key file.
         assert not ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": [name]}])[
@@ -236,15 +231,15 @@ def test_unknown_instance_type_is_not_found(provider: AWSProvider) -> None:
         provider.create(_request(offer(itype="p99.nonexistent")))
 
 
-def test_missing_image_names_the_pattern(moto_url: str, paths: Paths, tmp_path: Path) -> None:
-    prov = make_provider(moto_url, paths, str(tmp_path), image_owners=["amazon"])
+def test_missing_image_names_the_pattern(ec2_url: str, paths: Paths, tmp_path: Path) -> None:
+    prov = make_provider(ec2_url, paths, str(tmp_path), image_owners=["amazon"])
     with pytest.raises(NotFoundError, match="Deep Learning Base OSS") as info:
         prov.create(_request(offer()))
     assert info.value.hint and "providers.aws.image" in info.value.hint
 
 
-def test_image_override_by_id(provider: AWSProvider, moto_url: str) -> None:
-    ami = ec2_client(moto_url).describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+def test_image_override_by_id(provider: AWSProvider, ec2_url: str) -> None:
+    ami = ec2_client(ec2_url).describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     inst = provider.create(_request(offer(), image=ami))
     try:
         assert inst.extra["image_id"] == ami
@@ -254,7 +249,7 @@ def test_image_override_by_id(provider: AWSProvider, moto_url: str) -> None:
 
 
 def test_ssh_cidr_comes_from_the_configured_lookup(
-    moto_url: str, paths: Paths, tmp_path: Path
+    ec2_url: str, paths: Paths, tmp_path: Path
 ) -> None:
     class IpHandler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -269,7 +264,7 @@ def test_ssh_cidr_comes_from_the_configured_lookup(
 
     with serve(IpHandler) as srv:
         prov = make_provider(
-            moto_url,
+            ec2_url,
             paths,
             str(tmp_path),
             ssh_cidr=None,
@@ -277,7 +272,7 @@ def test_ssh_cidr_comes_from_the_configured_lookup(
         )
         inst = prov.create(_request(offer()))
         try:
-            sg = ec2_client(moto_url).describe_security_groups(
+            sg = ec2_client(ec2_url).describe_security_groups(
                 GroupIds=inst.extra["security_groups"]
             )["SecurityGroups"][0]
             assert sg["IpPermissions"][0]["IpRanges"][0]["CidrIp"] == "198.51.100.23/32"
@@ -286,10 +281,10 @@ def test_ssh_cidr_comes_from_the_configured_lookup(
 
 
 def test_unreachable_ip_lookup_is_a_config_error(
-    moto_url: str, paths: Paths, tmp_path: Path
+    ec2_url: str, paths: Paths, tmp_path: Path
 ) -> None:
     prov = make_provider(
-        moto_url,
+        ec2_url,
         paths,
         str(tmp_path),
         ssh_cidr=None,
@@ -300,11 +295,11 @@ def test_unreachable_ip_lookup_is_a_config_error(
     assert info.value.hint and "ssh_cidr" in info.value.hint
 
 
-def test_bad_config_values_name_the_key(moto_url: str, paths: Paths, tmp_path: Path) -> None:
+def test_bad_config_values_name_the_key(ec2_url: str, paths: Paths, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"providers\.aws\.ssh_cidr"):
-        make_provider(moto_url, paths, str(tmp_path), ssh_cidr="not-a-cidr")
+        make_provider(ec2_url, paths, str(tmp_path), ssh_cidr="not-a-cidr")
     with pytest.raises(ConfigError, match=r"providers\.aws\.regions"):
-        make_provider(moto_url, paths, str(tmp_path), regions=[1, 2])
+        make_provider(ec2_url, paths, str(tmp_path), regions=[1, 2])
 
 
 def test_key_dir_is_private(provider: AWSProvider) -> None:
@@ -331,10 +326,8 @@ def test_catalog_zone_ids_are_placed_by_name(provider: AWSProvider) -> None:
         provider.create(_request(offer(zone="use1-az99")))
 
 
-def test_a_stale_key_pair_of_the_same_name_is_replaced(
-    provider: AWSProvider, moto_url: str
-) -> None:
-    ec2 = ec2_client(moto_url)
+def test_a_stale_key_pair_of_the_same_name_is_replaced(provider: AWSProvider, ec2_url: str) -> None:
+    ec2 = ec2_client(ec2_url)
     req = _request(offer())
     stale = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl old"
     ec2.import_key_pair(KeyName=f"cloudgpu-{req.name}", PublicKeyMaterial=stale.encode())
@@ -347,8 +340,8 @@ def test_a_stale_key_pair_of_the_same_name_is_replaced(
         provider.terminate(inst.id)
 
 
-def _user_data_parts(moto_url: str, instance_id: str) -> list[str]:
-    attr = ec2_client(moto_url).describe_instance_attribute(
+def _user_data_parts(ec2_url: str, instance_id: str) -> list[str]:
+    attr = ec2_client(ec2_url).describe_instance_attribute(
         InstanceId=instance_id, Attribute="userData"
     )
     raw = base64.b64decode(attr["UserData"]["Value"]).decode()
@@ -359,15 +352,15 @@ def _user_data_parts(moto_url: str, instance_id: str) -> list[str]:
 
 
 def test_boot_script_arms_the_deadline_and_spot_gets_a_watcher(
-    provider: AWSProvider, moto_url: str
+    provider: AWSProvider, ec2_url: str
 ) -> None:
     spot = provider.create(_request(offer(market="spot"), user_data="#!/bin/sh\necho mine\n"))
     od = provider.create(_request(offer()))
     try:
-        parts = _user_data_parts(moto_url, spot.id)
+        parts = _user_data_parts(ec2_url, spot.id)
         assert parts[0].startswith("#!/bin/sh\nshutdown -P +")  # ~60 minutes from now
         assert parts[1] == "#!/bin/sh\necho mine\n"
-        (only,) = _user_data_parts(moto_url, od.id)
+        (only,) = _user_data_parts(ec2_url, od.id)
         assert only.startswith("#!/bin/sh\nshutdown -P +")
         # The notice watcher is started by the bootstrap over SSH, on spot only.
         watcher = provider.notice_watcher(spot)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,23 +13,18 @@ import pytest
 from cloudgpu.paths import Paths, default_paths
 from cloudgpu.provider import TAG_EXPIRES, TAG_JOB, TAG_OWNER, CreateRequest
 from tests.lifecycle.helpers import cli_proc, invoke, job_file, main_exit, store
+from tests.providers.aws_fixtures.account import ec2_url, moto_url
 from tests.providers.aws_fixtures.servers import (
     capacity_proxy,
-    ec2_server,
     load_products,
     pricing_replay,
     url_of,
 )
-from tests.providers.aws_fixtures.setup import FAKE_ENV, make_provider, offer, register_dlami
+from tests.providers.aws_fixtures.setup import FAKE_ENV, make_provider, offer
 from tests.providers.lifecycle_kit import reaped
 from tests.remote.sshd import SSHDServer
 
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    with ec2_server() as url:
-        register_dlami(url)
-        yield url
+__all__ = ["ec2_url", "moto_url"]  # the fixtures, imported for pytest
 
 
 def _configure(home: Path, body: str) -> Paths:
@@ -47,9 +41,9 @@ def creds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def test_check_verify_names_the_source_and_confirms(
-    moto_url: str, cloudgpu_home: Path, creds: None
+    ec2_url: str, cloudgpu_home: Path, creds: None
 ) -> None:
-    _configure(cloudgpu_home, f'[providers.aws]\nendpoint_url = "{moto_url}"\n')
+    _configure(cloudgpu_home, f'[providers.aws]\nendpoint_url = "{ec2_url}"\n')
     res = invoke(["check", "--verify", "--json"])
     (aws,) = [s for s in json.loads(res.output) if s["provider"] == "aws"]
     assert aws["enabled"] and "env:AWS_ACCESS_KEY_ID" in aws["reason"]
@@ -68,12 +62,12 @@ def test_check_without_credentials_says_why(
 
 
 def test_catalog_refresh_then_auth_failure_leaves_the_cache(
-    moto_url: str, cloudgpu_home: Path, creds: None
+    ec2_url: str, cloudgpu_home: Path, creds: None
 ) -> None:
     with pricing_replay(load_products(), page_size=5) as srv:
         paths = _configure(
             cloudgpu_home,
-            f'[providers.aws]\nregions = ["us-east-1"]\nendpoint_url = "{moto_url}"\n'
+            f'[providers.aws]\nregions = ["us-east-1"]\nendpoint_url = "{ec2_url}"\n'
             f'pricing_endpoint_url = "{url_of(srv)}"\n',
         )
         code, out, err = main_exit(["catalog", "refresh", "--provider", "aws"])
@@ -90,7 +84,7 @@ def test_catalog_refresh_then_auth_failure_leaves_the_cache(
     with pricing_replay(load_products(), faults=[(400, "UnrecognizedClientException")]) as bad:
         _configure(
             cloudgpu_home,
-            f'[providers.aws]\nregions = ["us-east-1"]\nendpoint_url = "{moto_url}"\n'
+            f'[providers.aws]\nregions = ["us-east-1"]\nendpoint_url = "{ec2_url}"\n'
             f'pricing_endpoint_url = "{url_of(bad)}"\n',
         )
         code, out, err = main_exit(["catalog", "refresh", "--provider", "aws"])
@@ -100,16 +94,16 @@ def test_catalog_refresh_then_auth_failure_leaves_the_cache(
 
 
 def test_down_orphans_removes_a_tagged_instance_no_job_owns(
-    moto_url: str, cloudgpu_home: Path, creds: None, tmp_path: Path
+    ec2_url: str, cloudgpu_home: Path, creds: None, tmp_path: Path
 ) -> None:
     paths = _configure(
         cloudgpu_home,
-        f'[providers.aws]\nendpoint_url = "{moto_url}"\nssh_cidr = "127.0.0.1/32"\n'
+        f'[providers.aws]\nendpoint_url = "{ec2_url}"\nssh_cidr = "127.0.0.1/32"\n'
         'image_owners = ["self"]\npoll_s = 0\n',
     )
     # As if a client crashed right after create: an instance tagged for a job the store
     # never recorded. No `regions` configured: the sweep searches every enabled region.
-    prov = make_provider(moto_url, paths, str(tmp_path))
+    prov = make_provider(ec2_url, paths, str(tmp_path))
     job = f"crashed-{int(time.time())}"
     tags = {
         TAG_JOB: job,
@@ -140,11 +134,11 @@ limits:
 
 @pytest.mark.slow
 def test_launch_fails_over_past_insufficient_capacity(
-    moto_url: str, cloudgpu_home: Path, creds: None, sshd: SSHDServer, tmp_path: Path
+    ec2_url: str, cloudgpu_home: Path, creds: None, sshd: SSHDServer, tmp_path: Path
 ) -> None:
     nvme = tmp_path / "instance-nvme"
     with capacity_proxy(
-        moto_url,
+        ec2_url,
         fail_types=frozenset({"g5.xlarge"}),
         public_ip="127.0.0.1",
         authorized_keys=sshd.dir / "authorized_keys",

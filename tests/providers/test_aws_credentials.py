@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,10 @@ from cloudgpu_providers.aws.credentials import find_credentials
 from cloudgpu.errors import AuthError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import ProviderContext
-from tests.providers.aws_fixtures.servers import ec2_server
+from tests.providers.aws_fixtures.account import ec2_url, moto_url
 from tests.providers.aws_fixtures.setup import FAKE_ENV, make_provider
+
+__all__ = ["ec2_url", "moto_url"]  # the fixtures, imported for pytest
 
 NO_DMI = Path("/nonexistent-dmi")
 # Tests may run on an EC2 machine (CI): keep its instance role out of the picture.
@@ -90,14 +91,8 @@ def test_container_and_instance_roles(tmp_path: Path) -> None:
     assert find_credentials(disabled, dmi_dir=dmi).source is None
 
 
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    with ec2_server() as url:
-        yield url
-
-
-def test_check_confirms_through_sts(moto_url: str, paths: Paths, tmp_path: Path) -> None:
-    av = make_provider(moto_url, paths, str(tmp_path)).check()
+def test_check_confirms_through_sts(ec2_url: str, paths: Paths, tmp_path: Path) -> None:
+    av = make_provider(ec2_url, paths, str(tmp_path)).check()
     assert av.enabled
     assert "env:AWS_ACCESS_KEY_ID" in av.reason and "confirmed by STS" in av.reason
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,11 @@ from cloudgpu.errors import AuthError, QuotaError, TransientError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_JOB, CreateRequest, Instance, InstanceState
 from tests.backoff import jittered
-from tests.providers.aws_fixtures.servers import capacity_proxy, ec2_error, ec2_server, url_of
+from tests.providers.aws_fixtures.account import ec2_url, moto_url
+from tests.providers.aws_fixtures.servers import capacity_proxy, ec2_error, url_of
 from tests.providers.aws_fixtures.setup import ec2_client, make_provider, offer, register_dlami
+
+__all__ = ["ec2_url", "moto_url"]  # the fixtures, imported for pytest
 
 # DescribeSpotInstanceRequests response shape:
 # https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeSpotInstanceRequests.html
@@ -44,13 +46,6 @@ SPOT_REQUEST_XML = """<?xml version="1.0" encoding="UTF-8"?>
 </DescribeSpotInstanceRequestsResponse>"""
 
 
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    with ec2_server() as url:
-        register_dlami(url)
-        yield url
-
-
 def _request() -> CreateRequest:
     job = f"f-{uuid.uuid4().hex[:8]}"
     return CreateRequest(
@@ -62,8 +57,8 @@ def _request() -> CreateRequest:
     )
 
 
-def _leftovers(moto_url: str, name: str) -> tuple[list, list]:
-    ec2 = ec2_client(moto_url)
+def _leftovers(ec2_url: str, name: str) -> tuple[list, list]:
+    ec2 = ec2_client(ec2_url)
     groups = ec2.describe_security_groups(
         Filters=[{"Name": "group-name", "Values": [f"cloudgpu-{name}"]}]
     )["SecurityGroups"]
@@ -74,11 +69,11 @@ def _leftovers(moto_url: str, name: str) -> tuple[list, list]:
 
 
 def test_throttled_calls_are_retried_then_succeed(
-    moto_url: str, paths: Paths, tmp_path: Path
+    ec2_url: str, paths: Paths, tmp_path: Path
 ) -> None:
     sleeps: list[float] = []
     throttled = (503, ec2_error("RequestLimitExceeded", "Request limit exceeded."))
-    with capacity_proxy(moto_url, scripted={"RunInstances": [throttled, throttled]}) as proxy:
+    with capacity_proxy(ec2_url, scripted={"RunInstances": [throttled, throttled]}) as proxy:
         prov = make_provider(url_of(proxy), paths, str(tmp_path), sleeps)
         inst = prov.create(_request())
         prov.terminate(inst.id)
@@ -87,19 +82,19 @@ def test_throttled_calls_are_retried_then_succeed(
 
 
 def test_throttling_that_never_ends_is_transient_and_cleans_up(
-    moto_url: str, paths: Paths, tmp_path: Path
+    ec2_url: str, paths: Paths, tmp_path: Path
 ) -> None:
     throttled = (503, ec2_error("RequestLimitExceeded", "Request limit exceeded."))
-    with capacity_proxy(moto_url, scripted={"RunInstances": [throttled] * 10}) as proxy:
+    with capacity_proxy(ec2_url, scripted={"RunInstances": [throttled] * 10}) as proxy:
         prov = make_provider(url_of(proxy), paths, str(tmp_path), max_attempts=3)
         req = _request()
         with pytest.raises(TransientError, match="RequestLimitExceeded"):
             prov.create(req)
-    assert _leftovers(moto_url, req.name) == ([], [])
+    assert _leftovers(ec2_url, req.name) == ([], [])
 
 
 def test_vcpu_quota_is_a_quota_error_and_cleans_up(
-    moto_url: str, paths: Paths, tmp_path: Path
+    ec2_url: str, paths: Paths, tmp_path: Path
 ) -> None:
     quota = (
         400,
@@ -109,25 +104,25 @@ def test_vcpu_quota_is_a_quota_error_and_cleans_up(
             "for the instance bucket that the specified instance type belongs to.",
         ),
     )
-    with capacity_proxy(moto_url, scripted={"RunInstances": [quota]}) as proxy:
+    with capacity_proxy(ec2_url, scripted={"RunInstances": [quota]}) as proxy:
         prov = make_provider(url_of(proxy), paths, str(tmp_path))
         req = _request()
         with pytest.raises(QuotaError, match="VcpuLimitExceeded"):
             prov.create(req)
-    assert _leftovers(moto_url, req.name) == ([], [])
+    assert _leftovers(ec2_url, req.name) == ([], [])
     assert not list(paths.keys_dir.glob(f"aws-{req.name}*"))
 
 
 @pytest.mark.parametrize("code", ["AuthFailure", "UnauthorizedOperation"])
 def test_auth_failure_stops_with_a_clear_error(
-    moto_url: str, paths: Paths, tmp_path: Path, code: str
+    ec2_url: str, paths: Paths, tmp_path: Path, code: str
 ) -> None:
     denied = (
         403 if code == "UnauthorizedOperation" else 401,
         ec2_error(code, "You are not authorized to perform this operation."),
     )
     sleeps: list[float] = []
-    with capacity_proxy(moto_url, scripted={"DescribeInstances": [denied]}) as proxy:
+    with capacity_proxy(ec2_url, scripted={"DescribeInstances": [denied]}) as proxy:
         prov = make_provider(url_of(proxy), paths, str(tmp_path), sleeps)
         with pytest.raises(AuthError, match=code) as info:
             prov.list_instances({TAG_JOB: "x"})
@@ -146,14 +141,14 @@ def _spot_instance(region: str = "us-east-1") -> Instance:
 
 
 def test_preemption_notice_from_the_spot_request_status(
-    moto_url: str, paths: Paths, tmp_path: Path
+    ec2_url: str, paths: Paths, tmp_path: Path
 ) -> None:
     marked = SPOT_REQUEST_XML.format(
         code="marked-for-termination", message="Spot Instance is marked for termination."
     )
     fine = SPOT_REQUEST_XML.format(code="fulfilled", message="Your spot request is fulfilled.")
     scripted = {"DescribeSpotInstanceRequests": [(200, fine.encode()), (200, marked.encode())]}
-    with capacity_proxy(moto_url, scripted=scripted) as proxy:
+    with capacity_proxy(ec2_url, scripted=scripted) as proxy:
         now = [1000.0]
         prov = make_provider(url_of(proxy), paths, str(tmp_path))
         prov.ctx.clock = lambda: now[0]
@@ -166,40 +161,40 @@ def test_preemption_notice_from_the_spot_request_status(
     assert len(proxy.refused) == 2
 
 
-def test_on_demand_instances_have_no_notice(moto_url: str, paths: Paths, tmp_path: Path) -> None:
-    prov: AWSProvider = make_provider(moto_url, paths, str(tmp_path))
+def test_on_demand_instances_have_no_notice(ec2_url: str, paths: Paths, tmp_path: Path) -> None:
+    prov: AWSProvider = make_provider(ec2_url, paths, str(tmp_path))
     od = Instance(id="i-1", provider="aws", state=InstanceState.RUNNING, market="on_demand")
     assert prov.preemption_notice(od) is None
 
 
 def test_create_whose_answer_is_lost_leaves_nothing(
-    moto_url: str, paths: Paths, tmp_path: Path
+    ec2_url: str, paths: Paths, tmp_path: Path
 ) -> None:
     # run_instances reaches EC2 but the client never hears back: the instance(s) it
     # started are found by their token tag and torn down with their group and key.
-    with capacity_proxy(moto_url, lose=frozenset({"RunInstances"})) as proxy:
+    with capacity_proxy(ec2_url, lose=frozenset({"RunInstances"})) as proxy:
         prov = make_provider(url_of(proxy), paths, str(tmp_path), max_attempts=2)
         req = _request()
         with pytest.raises(TransientError, match="ServiceUnavailable"):
             prov.create(req)
     assert proxy.refused == [("RunInstances", 503), ("RunInstances", 503)]
     assert (
-        make_provider(moto_url, paths, str(tmp_path)).list_instances({TAG_JOB: req.tags[TAG_JOB]})
+        make_provider(ec2_url, paths, str(tmp_path)).list_instances({TAG_JOB: req.tags[TAG_JOB]})
         == []
     )
-    assert _leftovers(moto_url, req.name) == ([], [])
+    assert _leftovers(ec2_url, req.name) == ([], [])
 
 
-def test_terminate_cancels_the_spot_request(moto_url: str, paths: Paths, tmp_path: Path) -> None:
-    ec2 = ec2_client(moto_url)
-    image = register_dlami(moto_url)
+def test_terminate_cancels_the_spot_request(ec2_url: str, paths: Paths, tmp_path: Path) -> None:
+    ec2 = ec2_client(ec2_url)
+    image = register_dlami(ec2_url)
     sir = ec2.request_spot_instances(
         InstanceCount=1,
         Type="one-time",
         LaunchSpecification={"ImageId": image, "InstanceType": "g5.xlarge"},
     )["SpotInstanceRequests"][0]["SpotInstanceRequestId"]
     assert _open_spot_requests(ec2) == {sir}
-    with capacity_proxy(moto_url, spot_request_ids=(sir,)) as proxy:
+    with capacity_proxy(ec2_url, spot_request_ids=(sir,)) as proxy:
         prov = make_provider(url_of(proxy), paths, str(tmp_path))
         inst = prov.create(_request_spot())
         assert inst.extra["spot_request_id"] == sir
@@ -222,15 +217,15 @@ def _request_spot() -> CreateRequest:
     )
 
 
-def test_an_html_error_page_is_retried(moto_url: str, paths: Paths, tmp_path: Path) -> None:
+def test_an_html_error_page_is_retried(ec2_url: str, paths: Paths, tmp_path: Path) -> None:
     # What a load balancer in front of an API may answer: not EC2's XML at all.
     page = b"<!doctype html>\n<html><title>502 Bad Gateway</title></html>\n"
     sleeps: list[float] = []
-    with capacity_proxy(moto_url, scripted={"DescribeInstances": [(502, page)]}) as proxy:
+    with capacity_proxy(ec2_url, scripted={"DescribeInstances": [(502, page)]}) as proxy:
         prov = make_provider(url_of(proxy), paths, str(tmp_path), sleeps)
         assert prov.list_instances({TAG_JOB: "nobody"}) == []
     assert jittered(sleeps, [0.5])
-    with capacity_proxy(moto_url, scripted={"DescribeInstances": [(200, page)] * 3}) as proxy:
+    with capacity_proxy(ec2_url, scripted={"DescribeInstances": [(200, page)] * 3}) as proxy:
         prov = make_provider(url_of(proxy), paths, str(tmp_path), max_attempts=3)
         with pytest.raises(TransientError, match="unreadable answer"):
             prov.list_instances({TAG_JOB: "nobody"})

@@ -10,100 +10,37 @@ this store cannot see. The lease tag moves while a client holds the instance.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from cloudgpu_providers.aws import AWSProvider, launch
 
 from cloudgpu.paths import Paths, default_paths
-from cloudgpu.provider import (
-    TAG_EXPIRES,
-    TAG_INSTANCE,
-    TAG_JOB,
-    TAG_LEASE,
-    TAG_OWNER,
-    CreateRequest,
-)
-from cloudgpu.state.store import InstanceRecord
+from cloudgpu.provider import TAG_EXPIRES, TAG_JOB, TAG_LEASE, TAG_OWNER, CreateRequest
 from tests.lifecycle.helpers import cli_proc, store
-from tests.providers.aws_fixtures.servers import capacity_proxy, moto_server, url_of
-from tests.providers.aws_fixtures.setup import (
-    FAKE_ENV,
-    REGION,
-    ec2_client,
-    make_provider,
-    offer,
-    register_dlami,
+from tests.providers.aws_fixtures.account import (
+    config_toml,
+    dead_pid,
+    ec2_url,
+    moto_url,
+    owned,
+    recorded_job,
 )
+from tests.providers.aws_fixtures.setup import FAKE_ENV, REGION, make_provider, offer
+
+__all__ = ["ec2_url", "moto_url"]  # the fixtures, imported for pytest
 
 
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    with moto_server() as url:
-        register_dlami(url)
-        yield url
-
-
-@pytest.fixture(scope="module")
-def ec2_url(moto_url: str) -> Iterator[str]:
-    """EC2 as cloudgpu reaches it: moto, plus the placement-group calls moto lacks."""
-    with capacity_proxy(moto_url) as proxy:
-        yield url_of(proxy)
-
-
-def configure(home: Path, moto_url: str) -> Paths:
+def configure(home: Path, ec2_url: str) -> Paths:
     paths = default_paths({"CLOUDGPU_HOME": str(home)}).ensure()
-    paths.config_file.write_text(
-        f'[providers.aws]\nendpoint_url = "{moto_url}"\nregions = ["{REGION}"]\n'
-        'ssh_cidr = "203.0.113.7/32"\nimage_owners = ["self"]\npoll_s = 0\n'
-        "[providers.local]\nenabled = false\n"
-    )
+    paths.config_file.write_text(config_toml(ec2_url, "[providers.local]\nenabled = false\n"))
     return paths
 
 
-def dead_pid() -> int:
-    p = subprocess.Popen(["true"])
-    p.wait()
-    return p.pid
-
-
-def crashed_job(home: Path, job: str, rec_id: str = "") -> dict[str, str]:
+def crashed_job(home: Path, job: str) -> dict[str, str]:
     """A job whose client died (kill -9): its record, and the tags it put on things."""
-    s = store(home)
-    s.add_job(job, job, {}, state="provisioning")
-    s.update_job(job, pid=dead_pid(), host=socket.gethostname())
-    now = int(time.time())
-    tags = {
-        TAG_JOB: job,
-        TAG_OWNER: s.owner_id(),
-        TAG_EXPIRES: str(now + 3600),
-        TAG_LEASE: str(now + 600),  # fresh: it is the store that says the client is gone
-        TAG_INSTANCE: rec_id or f"i-{job[-10:]}",
-    }
-    s.add_instance(
-        InstanceRecord(id=tags[TAG_INSTANCE], job_id=job, provider="aws", state="requested",
-                       instance_type="g5.xlarge", region=REGION, tags=tags)
-    )  # fmt: skip
-    return tags
-
-
-def owned(moto_url: str, owner: str) -> list[str]:
-    """Everything on the account carrying ``owner``'s tag: instances, groups, key pairs."""
-    ec2 = ec2_client(moto_url)
-    f = [{"Name": f"tag:{TAG_OWNER}", "Values": [owner]}]
-    live = [
-        i["InstanceId"]
-        for r in ec2.describe_instances(Filters=f)["Reservations"]
-        for i in r["Instances"]
-        if i["State"]["Name"] not in ("terminated", "shutting-down")
-    ]
-    groups = [g["GroupId"] for g in ec2.describe_security_groups(Filters=f)["SecurityGroups"]]
-    keys = [k["KeyName"] for k in ec2.describe_key_pairs(Filters=f)["KeyPairs"]]
-    return live + groups + keys
+    return recorded_job(store(home), job, f"i-{job[-10:]}", "provisioning", dead_pid())
 
 
 def provider(moto_url: str, paths: Paths, tmp_path: Path) -> AWSProvider:

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from tests.lifecycle.helpers import job_file, main_exit, store
-from tests.providers.aws_fixtures.servers import capacity_proxy, ec2_server, imds_server, url_of
+from tests.providers.aws_fixtures.account import ec2_url, moto_url
+from tests.providers.aws_fixtures.servers import capacity_proxy, imds_server, url_of
 from tests.providers.aws_fixtures.setup import FAKE_ENV, ec2_client
 from tests.providers.lifecycle_kit import (
     RESUMABLE_RUN,
@@ -32,6 +33,8 @@ from tests.providers.lifecycle_kit import (
 )
 from tests.remote.sshd import SSHDServer
 
+__all__ = ["ec2_url", "moto_url"]  # the fixtures, imported for pytest
+
 pytestmark = pytest.mark.slow
 
 JOB = launch_job(
@@ -43,16 +46,10 @@ JOB = launch_job(
 )
 
 
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    with ec2_server() as url:
-        yield url
-
-
 @pytest.fixture
-def network(moto_url: str, sshd: SSHDServer) -> Iterator[object]:
+def network(ec2_url: str, sshd: SSHDServer) -> Iterator[object]:
     with capacity_proxy(
-        moto_url, public_ip="127.0.0.1", authorized_keys=sshd.dir / "authorized_keys"
+        ec2_url, public_ip="127.0.0.1", authorized_keys=sshd.dir / "authorized_keys"
     ) as proxy:
         yield proxy
 
@@ -90,8 +87,8 @@ def _configure(
         monkeypatch.setenv(k, v)
 
 
-def _live_instances(moto_url: str) -> list[dict]:
-    ec2 = ec2_client(moto_url)
+def _live_instances(ec2_url: str) -> list[dict]:
+    ec2 = ec2_client(ec2_url)
     out = ec2.describe_instances(
         Filters=[
             {"Name": "tag:cloudgpu-owner", "Values": ["*"]},
@@ -102,22 +99,22 @@ def _live_instances(moto_url: str) -> list[dict]:
 
 
 def test_launch_runs_on_an_ec2_instance_and_terminates_it(
-    configured: Path, moto_url: str, cloudgpu_home: Path
+    configured: Path, ec2_url: str, cloudgpu_home: Path
 ) -> None:
     _, inst, out = launch_succeeds(configured, cloudgpu_home, "aws")
     assert "ran in i-" in out and "nvme ok" in out
     assert inst.instance_type.startswith("g5.")
-    raw = ec2_client(moto_url).describe_instances(InstanceIds=[inst.provider_id])
+    raw = ec2_client(ec2_url).describe_instances(InstanceIds=[inst.provider_id])
     assert raw["Reservations"][0]["Instances"][0]["State"]["Name"] == "terminated"
-    assert _live_instances(moto_url) == []
+    assert _live_instances(ec2_url) == []
 
 
-def test_launch_as_subprocess(configured: Path, moto_url: str, cloudgpu_home: Path) -> None:
+def test_launch_as_subprocess(configured: Path, ec2_url: str, cloudgpu_home: Path) -> None:
     res = launch_in_subprocess(
         configured, cloudgpu_home, FAKE_ENV, FAKE_ENV["AWS_SECRET_ACCESS_KEY"]
     )
     assert "ran in i-" in res.stdout
-    assert _live_instances(moto_url) == []
+    assert _live_instances(ec2_url) == []
 
 
 RESUMABLE = (
@@ -139,14 +136,14 @@ SPOT_XML = (
 
 
 def test_spot_notice_reprovisions_and_resumes(
-    moto_url: str,
+    ec2_url: str,
     sshd: SSHDServer,
     scratch: Path,
     cloudgpu_home: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    ec2 = ec2_client(moto_url)
+    ec2 = ec2_client(ec2_url)
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     # One spot request per instance, as EC2 makes them (moto links none to instances).
     first, second = (
@@ -163,7 +160,7 @@ def test_spot_notice_reprovisions_and_resumes(
         for code in ("fulfilled", "marked-for-termination")
     ]
     with capacity_proxy(
-        moto_url,
+        ec2_url,
         public_ip="127.0.0.1",
         authorized_keys=sshd.dir / "authorized_keys",
         spot_request_ids=(first, second),
@@ -179,7 +176,7 @@ def test_spot_notice_reprovisions_and_resumes(
     (rec,) = store(cloudgpu_home).jobs()
     insts = store(cloudgpu_home).instances(rec.id)
     assert [i.state for i in insts] == ["preempted", "terminated"]
-    assert _live_instances(moto_url) == []
+    assert _live_instances(ec2_url) == []
 
 
 # GetConsoleOutput in AWS's shape
@@ -208,7 +205,7 @@ def _console(fp: str) -> tuple[int, bytes]:
 
 @pytest.mark.parametrize("honest", [True, False])
 def test_host_key_is_checked_against_the_console_fingerprint(
-    moto_url: str,
+    ec2_url: str,
     sshd: SSHDServer,
     scratch: Path,
     cloudgpu_home: Path,
@@ -219,7 +216,7 @@ def test_host_key_is_checked_against_the_console_fingerprint(
     # A fingerprint that is not the sshd's stands for an address taken over by someone.
     fp = sshd.host_key_fingerprint if honest else "SHA256:" + "A" * 43
     with capacity_proxy(
-        moto_url,
+        ec2_url,
         public_ip="127.0.0.1",
         authorized_keys=sshd.dir / "authorized_keys",
         scripted={"GetConsoleOutput": [_console(fp)] * 5},
@@ -233,7 +230,7 @@ def test_host_key_is_checked_against_the_console_fingerprint(
     else:
         assert code != 0 and "Traceback" not in err
         assert "not the one the provider reported" in out + err
-    assert _live_instances(moto_url) == []
+    assert _live_instances(ec2_url) == []
 
 
 def test_an_imds_notice_read_over_ssh_reprovisions_and_resumes(

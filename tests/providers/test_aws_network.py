@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,10 @@ from cloudgpu.provider import TAG_EXPIRES, TAG_JOB, TAG_OWNER, CreateRequest
 from cloudgpu.spec.model import JobSpec
 from cloudgpu.state.store import Store
 from tests.lifecycle.helpers import Lines
-from tests.providers.aws_fixtures.servers import ec2_server
-from tests.providers.aws_fixtures.setup import ec2_client, make_provider, offer, register_dlami
+from tests.providers.aws_fixtures.account import ec2_url, moto_url
+from tests.providers.aws_fixtures.setup import ec2_client, make_provider, offer
+
+__all__ = ["ec2_url", "moto_url"]  # the fixtures, imported for pytest
 
 
 def _drop_default_vpc(ec2: Any) -> None:
@@ -49,20 +50,18 @@ def _subnet(ec2: Any, vpc: str, cidr: str, zone: str, public: bool) -> str:
 
 
 @pytest.fixture(scope="module")
-def world() -> Iterator[dict[str, str]]:
+def world(ec2_url: str) -> dict[str, str]:
     """moto without a default VPC; one VPC with a public subnet in us-east-1b and a
     private one in us-east-1a."""
-    with ec2_server() as url:
-        register_dlami(url)
-        ec2 = ec2_client(url)
-        _drop_default_vpc(ec2)
-        vpc = str(ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"])
-        yield {
-            "url": url,
-            "vpc": vpc,
-            "public_b": _subnet(ec2, vpc, "10.20.2.0/24", "us-east-1b", public=True),
-            "private_a": _subnet(ec2, vpc, "10.20.1.0/24", "us-east-1a", public=False),
-        }
+    ec2 = ec2_client(ec2_url)
+    _drop_default_vpc(ec2)
+    vpc = str(ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"])
+    return {
+        "url": ec2_url,
+        "vpc": vpc,
+        "public_b": _subnet(ec2, vpc, "10.20.2.0/24", "us-east-1b", public=True),
+        "private_a": _subnet(ec2, vpc, "10.20.1.0/24", "us-east-1a", public=False),
+    }
 
 
 def _provider(world: dict[str, str], paths: Paths, tmp_path: Path, **cfg: Any) -> AWSProvider:

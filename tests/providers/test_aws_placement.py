@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,15 +17,11 @@ from cloudgpu_providers.aws import AWSProvider
 from cloudgpu.errors import CapacityError
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_EXPIRES, TAG_INSTANCE, TAG_JOB, TAG_OWNER, CreateRequest, Leftover
-from tests.providers.aws_fixtures.servers import capacity_proxy, moto_server
-from tests.providers.aws_fixtures.setup import ec2_client, make_provider, offer, register_dlami
+from tests.providers.aws_fixtures.account import moto_url
+from tests.providers.aws_fixtures.servers import capacity_proxy
+from tests.providers.aws_fixtures.setup import ec2_client, make_provider, offer
 
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    with moto_server() as url:
-        register_dlami(url)
-        yield url
+__all__ = ["moto_url"]  # the fixture, imported for pytest
 
 
 def group_requests(instance_type: str, n: int, zone: str = "us-east-1a") -> list[CreateRequest]:

@@ -4,7 +4,6 @@ from moto's server; on-demand prices from a loopback replay of the Price List AP
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,20 +16,17 @@ from cloudgpu.catalog.offer import FLAG_UNKNOWN_GPU, Offer
 from cloudgpu.errors import AuthError, CapacityError, NotFoundError, QuotaError, TransientError
 from cloudgpu.paths import Paths
 from tests.backoff import jittered
-from tests.providers.aws_fixtures.servers import ec2_server, load_products, pricing_replay, url_of
+from tests.providers.aws_fixtures.account import ec2_url, moto_url
+from tests.providers.aws_fixtures.servers import load_products, pricing_replay, url_of
 from tests.providers.aws_fixtures.setup import FAKE_ENV, make_provider
 
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    with ec2_server() as url:
-        yield url
+__all__ = ["ec2_url", "moto_url"]  # the fixtures, imported for pytest
 
 
 def _provider(
-    moto_url: str, pricing_url: str, paths: Paths, home: Path, sleeps: list[float]
+    ec2_url: str, pricing_url: str, paths: Paths, home: Path, sleeps: list[float]
 ) -> AWSProvider:
-    return make_provider(moto_url, paths, str(home), sleeps, pricing_endpoint_url=pricing_url)
+    return make_provider(ec2_url, paths, str(home), sleeps, pricing_endpoint_url=pricing_url)
 
 
 def _by_key(offers: list[Offer]) -> dict[tuple[str, str, str], Offer]:
@@ -38,13 +34,11 @@ def _by_key(offers: list[Offer]) -> dict[tuple[str, str, str], Offer]:
 
 
 @pytest.fixture(scope="module")
-def refreshed(
-    moto_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[list[Offer], object]:
+def refreshed(ec2_url: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Offer], object]:
     home = tmp_path_factory.mktemp("refresh")
     paths = Paths(home / "c", home / "d", home / "k").ensure()
     with pricing_replay(load_products(), page_size=3) as srv:
-        offers = _provider(moto_url, url_of(srv), paths, home, []).fetch_offers()
+        offers = _provider(ec2_url, url_of(srv), paths, home, []).fetch_offers()
         return offers, srv
 
 
@@ -95,22 +89,22 @@ def test_price_list_is_read_page_by_page(refreshed: tuple[list[Offer], object]) 
     assert fields["regionCode"] == "us-east-1" and fields["operatingSystem"] == "Linux"
 
 
-def test_throttling_is_retried_with_backoff(moto_url: str, paths: Paths, tmp_path: Path) -> None:
+def test_throttling_is_retried_with_backoff(ec2_url: str, paths: Paths, tmp_path: Path) -> None:
     sleeps: list[float] = []
     faults = [(429, "ThrottlingException"), (503, None)]
     with pricing_replay(load_products(), page_size=50, faults=faults) as srv:
-        offers = _provider(moto_url, url_of(srv), paths, tmp_path, sleeps).fetch_offers()
+        offers = _provider(ec2_url, url_of(srv), paths, tmp_path, sleeps).fetch_offers()
     assert any(o.market == "on_demand" for o in offers)
     assert jittered(sleeps, [0.5, 1.0])
 
 
 def test_endless_throttling_ends_as_transient_error(
-    moto_url: str, paths: Paths, tmp_path: Path
+    ec2_url: str, paths: Paths, tmp_path: Path
 ) -> None:
     sleeps: list[float] = []
     faults = [(429, "ThrottlingException")] * 10
     with pricing_replay(load_products(), faults=faults) as srv:
-        prov = _provider(moto_url, url_of(srv), paths, tmp_path, sleeps)
+        prov = _provider(ec2_url, url_of(srv), paths, tmp_path, sleeps)
         with pytest.raises(TransientError, match="ThrottlingException"):
             prov.fetch_offers()
     assert len(sleeps) == prov.settings.max_attempts - 1
@@ -118,14 +112,14 @@ def test_endless_throttling_ends_as_transient_error(
 
 @pytest.mark.parametrize("kind", ["UnrecognizedClientException", "AccessDeniedException"])
 def test_auth_failure_is_a_clear_auth_error(
-    moto_url: str, paths: Paths, tmp_path: Path, kind: str
+    ec2_url: str, paths: Paths, tmp_path: Path, kind: str
 ) -> None:
     sleeps: list[float] = []
     with (
         pricing_replay(load_products(), faults=[(400, kind)]) as srv,
         pytest.raises(AuthError) as info,
     ):
-        _provider(moto_url, url_of(srv), paths, tmp_path, sleeps).fetch_offers()
+        _provider(ec2_url, url_of(srv), paths, tmp_path, sleeps).fetch_offers()
     assert kind in str(info.value) and info.value.hint
     assert sleeps == []  # not retried
     assert FAKE_ENV["AWS_SECRET_ACCESS_KEY"] not in str(info.value)
