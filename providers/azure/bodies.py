@@ -26,7 +26,8 @@ from cloudgpu.errors import ConfigError
 
 DEFAULT_IMAGE = "microsoft-dsvm:ubuntu-hpc:2204:latest"
 SCHEDULE_API_VERSION = "2018-09-15"
-NSG, VNET, SUBNET, IP, NIC = "nsg", "vnet", "default", "ip", "nic"
+NSG, VNET, SUBNET, IP, NIC, PPG = "nsg", "vnet", "default", "ip", "nic", "ppg"
+SUBNET_CIDR = "10.0.0.0/24"
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,13 @@ class VmPlan:
     admin_user: str = "azureuser"
     user_data: str = ""
     ssh_port: int = 22  # images whose sshd listens elsewhere (config ssh_port)
+    # Multi-node jobs: the nodes share the group, so each VM's IP and NIC are named after
+    # it; the VM joins the group's proximity placement group.
+    ip_name: str = IP
+    nic_name: str = NIC
+    ppg_id: str = ""
+    accelerated_networking: bool = False  # the size's SKU says AcceleratedNetworkingEnabled
+    between_nodes: bool = False  # the NSG also allows all traffic inside the subnet
 
 
 def image_reference(image: str) -> dict[str, str]:
@@ -85,17 +93,51 @@ def nsg_body(plan: VmPlan) -> dict[str, Any]:
             "direction": "Inbound",
         },
     }
+    rules = [rule]
+    if plan.between_nodes:
+        # Azure's default AllowVnetInBound would let the nodes in too; this rule says so
+        # where a reader (or a policy that removes defaults) sees it: NCCL, gloo and
+        # torchrun's rendezvous use ports of their choosing.
+        rules.append(
+            {
+                "name": "between-nodes",
+                "properties": {
+                    "protocol": "*",
+                    "sourceAddressPrefix": SUBNET_CIDR,
+                    "sourcePortRange": "*",
+                    "destinationAddressPrefix": SUBNET_CIDR,
+                    "destinationPortRange": "*",
+                    "access": "Allow",
+                    "priority": 1010,
+                    "direction": "Inbound",
+                },
+            }
+        )
     return {
         "location": plan.location,
         "tags": dict(plan.tags),
-        "properties": {"securityRules": [rule]},
+        "properties": {"securityRules": rules},
+    }
+
+
+def ppg_body(plan: VmPlan) -> dict[str, Any]:
+    """A Standard proximity placement group whose intent names the job's size, so Azure
+    pins it to a datacenter that has that size (api-version 2021-11-01 and later)."""
+    return {
+        "location": plan.location,
+        "tags": dict(plan.tags),
+        "properties": {
+            "proximityPlacementGroupType": "Standard",
+            "intent": {"vmSizes": [plan.size]},
+        },
+        **_zones(plan),
     }
 
 
 def vnet_body(plan: VmPlan, nsg_id: str) -> dict[str, Any]:
     subnet = {
         "name": SUBNET,
-        "properties": {"addressPrefix": "10.0.0.0/24", "networkSecurityGroup": {"id": nsg_id}},
+        "properties": {"addressPrefix": SUBNET_CIDR, "networkSecurityGroup": {"id": nsg_id}},
     }
     return {
         "location": plan.location,
@@ -124,11 +166,10 @@ def nic_body(plan: VmPlan, subnet_id: str, ip_id: str, nsg_id: str) -> dict[str,
             "privateIPAllocationMethod": "Dynamic",
         },
     }
-    return {
-        "location": plan.location,
-        "tags": dict(plan.tags),
-        "properties": {"ipConfigurations": [ipconf], "networkSecurityGroup": {"id": nsg_id}},
-    }
+    props: dict[str, Any] = {"ipConfigurations": [ipconf], "networkSecurityGroup": {"id": nsg_id}}
+    if plan.accelerated_networking:
+        props["enableAcceleratedNetworking"] = True
+    return {"location": plan.location, "tags": dict(plan.tags), "properties": props}
 
 
 def vm_body(plan: VmPlan, nic_id: str) -> dict[str, Any]:
@@ -164,6 +205,8 @@ def vm_body(plan: VmPlan, nic_id: str) -> dict[str, Any]:
             ]
         },
     }
+    if plan.ppg_id:
+        props["proximityPlacementGroup"] = {"id": plan.ppg_id}
     if plan.spot:
         # maxPrice -1: pay up to the on-demand price, never evicted for price, only capacity.
         props.update(

@@ -21,8 +21,8 @@ the clients; it creates none.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -37,6 +37,7 @@ from cloudgpu.provider import InstanceState
 class Created:
     vm: Mapping[str, Any]
     public_ip: str
+    private_ip: str = ""
 
 
 def _id(resource: Any) -> str:
@@ -52,11 +53,38 @@ def create_group(
     delete_timeout_s: float,
 ) -> Created:
     """Create every resource of ``plan``; on any failure delete the group, then raise."""
+    (created,) = create_nodes(clients, plan, [plan], deadline, now, timeout_s, delete_timeout_s)
+    return created
+
+
+def create_nodes(
+    clients: ArmClients,
+    group: bodies.VmPlan,
+    nodes: Sequence[bodies.VmPlan],
+    deadline: float | None,
+    now: float,
+    timeout_s: float,
+    delete_timeout_s: float,
+) -> list[Created]:
+    """One group (``group``'s tags and network) holding a VM per plan of ``nodes``, all
+    or none: on any failure the whole group is deleted (one call), then the error is
+    raised. Several nodes share a proximity placement group; their VMs are started
+    together and then waited for."""
     try:
-        with azure_errors(f"create {plan.group}"):
-            return _create_all(clients, plan, deadline, now, timeout_s)
+        with azure_errors(f"create {group.group}"):
+            subnet_id, nsg_id = _network(clients, group)
+            if len(nodes) > 1:
+                ppg = clients.compute.proximity_placement_groups.create_or_update(
+                    group.group, bodies.PPG, bodies.ppg_body(group)
+                )
+                nodes = [replace(p, ppg_id=_id(ppg)) for p in nodes]
+            started = [(p, *_begin_vm(clients, p, subnet_id, nsg_id)) for p in nodes]
+            return [
+                _finish_vm(clients, p, poller, nic, deadline, now, timeout_s)
+                for p, poller, nic in started
+            ]
     except CloudGPUError as exc:
-        cleanup = delete_group(clients, plan.group, delete_timeout_s)
+        cleanup = delete_group(clients, group.group, delete_timeout_s)
         if cleanup:
             # Keep the original error type (the lifecycle fails over on it) and say that
             # something may be left for `cloudgpu down --orphans`.
@@ -64,13 +92,8 @@ def create_group(
         raise
 
 
-def _create_all(
-    clients: ArmClients,
-    plan: bodies.VmPlan,
-    deadline: float | None,
-    now: float,
-    timeout_s: float,
-) -> Created:
+def _network(clients: ArmClients, plan: bodies.VmPlan) -> tuple[str, str]:
+    """The group, its NSG and virtual network: (subnet id, NSG id)."""
     rg, net = plan.group, clients.network
     clients.resource.resource_groups.create_or_update(rg, bodies.group_body(plan))
     nsg = net.network_security_groups.begin_create_or_update(
@@ -79,16 +102,35 @@ def _create_all(
     vnet = net.virtual_networks.begin_create_or_update(
         rg, bodies.VNET, bodies.vnet_body(plan, _id(nsg))
     ).result()
-    subnet_id = f"{_id(vnet)}/subnets/{bodies.SUBNET}"
+    return f"{_id(vnet)}/subnets/{bodies.SUBNET}", _id(nsg)
+
+
+def _begin_vm(
+    clients: ArmClients, plan: bodies.VmPlan, subnet_id: str, nsg_id: str
+) -> tuple[Any, Mapping[str, Any]]:
+    """The VM's public IP and NIC, then its create started: (VM poller, NIC)."""
+    rg, net = plan.group, clients.network
     ip = net.public_ip_addresses.begin_create_or_update(
-        rg, bodies.IP, bodies.ip_body(plan)
+        rg, plan.ip_name, bodies.ip_body(plan)
     ).result()
     nic = net.network_interfaces.begin_create_or_update(
-        rg, bodies.NIC, bodies.nic_body(plan, subnet_id, _id(ip), _id(nsg))
+        rg, plan.nic_name, bodies.nic_body(plan, subnet_id, _id(ip), nsg_id)
     ).result()
     poller = clients.compute.virtual_machines.begin_create_or_update(
         rg, plan.vm_name, bodies.vm_body(plan, _id(nic))
     )
+    return poller, nic
+
+
+def _finish_vm(
+    clients: ArmClients,
+    plan: bodies.VmPlan,
+    poller: Any,
+    nic: Mapping[str, Any],
+    deadline: float | None,
+    now: float,
+    timeout_s: float,
+) -> Created:
     poller.wait(timeout=timeout_s)
     if not poller.done():
         raise CapacityError(
@@ -99,7 +141,7 @@ def _create_all(
     hhmm = bodies.schedule_time(deadline, now) if deadline else None
     if hhmm:
         sched_id = (
-            f"/subscriptions/{clients.subscription_id}/resourceGroups/{rg}/providers/"
+            f"/subscriptions/{clients.subscription_id}/resourceGroups/{plan.group}/providers/"
             f"Microsoft.DevTestLab/schedules/shutdown-computevm-{plan.vm_name}"
         )
         clients.resource.resources.begin_create_or_update_by_id(
@@ -107,8 +149,34 @@ def _create_all(
             bodies.schedule_body(plan, _id(vm), hhmm),
             api_version=bodies.SCHEDULE_API_VERSION,
         ).result()
-    address = net.public_ip_addresses.get(rg, bodies.IP)
-    return Created(vm=vm, public_ip=_ip_of(address))
+    address = clients.network.public_ip_addresses.get(plan.group, plan.ip_name)
+    return Created(vm=vm, public_ip=_ip_of(address), private_ip=private_ip(nic))
+
+
+def private_ip(nic: Mapping[str, Any] | None) -> str:
+    """The first IP configuration's private address of a NIC, '' when none yet."""
+    configs = ((nic or {}).get("properties") or {}).get("ipConfigurations") or []
+    props = (configs[0].get("properties") or {}) if configs else {}
+    return str(props.get("privateIPAddress") or "")
+
+
+def delete_node(clients: ArmClients, group: str, plan_names: tuple[str, str, str]) -> None:
+    """One node of a group that other nodes still use: its VM (and with it its OS disk,
+    deleteOption Delete), then its NIC and public IP. Gone already counts as done."""
+    from azure.core.exceptions import ResourceNotFoundError  # lazy: heavy SDK
+
+    vm, nic, ip = plan_names
+    steps = (
+        lambda: clients.compute.virtual_machines.begin_delete(group, vm),
+        lambda: clients.network.network_interfaces.begin_delete(group, nic),
+        lambda: clients.network.public_ip_addresses.begin_delete(group, ip),
+    )
+    with azure_errors(f"delete {group}/{vm}"):
+        for step in steps:
+            try:
+                step().result()
+            except ResourceNotFoundError:
+                continue
 
 
 def _ip_of(address: Mapping[str, Any]) -> str:

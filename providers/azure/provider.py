@@ -18,42 +18,41 @@ a method talks to ARM; availability() makes no network call.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar
 
 from cloudgpu_providers import notices
-from cloudgpu_providers.azure import bodies, deploy, retail, sizes
+from cloudgpu_providers.azure import bodies, config, deploy, nodes, retail, sizes
 from cloudgpu_providers.azure.arm import (
     ArmClients,
-    ArmSettings,
     azure_errors,
     error_code,
     make_clients,
 )
 from cloudgpu_providers.azure.auth import detect, make_credential
-from cloudgpu_providers.callerip import lookup_cidr, normalized_cidr
+from cloudgpu_providers.callerip import normalized_cidr
 from cloudgpu_providers.configkeys import FLAG, PORT, TEXT, URL, count, seconds
 from cloudgpu_providers.extras import missing_sdk
 
 from cloudgpu import sshkeys
-from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import (
     AuthError,
-    CatalogError,
     ConfigError,
     NotFoundError,
     ProviderError,
     TransientError,
 )
 from cloudgpu.provider import (
+    TAG_INSTANCE,
     TAG_JOB,
     Availability,
     Capabilities,
     CreateRequest,
     Instance,
     InstanceState,
+    Leftover,
     NoticeWatcher,
     Provider,
     ProviderContext,
@@ -92,6 +91,7 @@ class AzureProvider(Provider):
         billing_granularity_s=60,
         minimum_billed_s=60,
         disposable=True,  # a fresh VM per job, deleted with its group
+        multi_node=True,  # one group, network and proximity placement group (nodes.py)
     )
 
     def __init__(self, ctx: ProviderContext, *, credential: Any = None) -> None:
@@ -160,7 +160,7 @@ class AzureProvider(Provider):
                     "providers.azure.subscription_id: no Azure subscription set",
                     hint="set it in config.toml or AZURE_SUBSCRIPTION_ID",
                 )
-            settings = _settings(self.ctx.config)
+            settings = config.arm_settings(self.ctx.config)
             self._clients = make_clients(credential, det.subscription_id, settings)
         return self._clients
 
@@ -175,62 +175,78 @@ class AzureProvider(Provider):
         table = sizes.bundled_sizes()
         restricted: set[tuple[str, str]] = set()
         if self.availability().enabled:
-            specs, restricted = self._sku_specs(table)
+            with azure_errors("resource_skus.list"):
+                specs, restricted = sizes.sku_specs(self._arm().compute.resource_skus.list(), table)
             table = {**table, **specs}
         offers, self.unpriced_sizes = retail.build_offers(
-            client.items(), table, _canonicalizer(), restricted=restricted
+            client.items(), table, config.canonicalizer(), restricted=restricted
         )
         return offers
-
-    def _sku_specs(
-        self, bundled: Mapping[str, sizes.SizeSpec]
-    ) -> tuple[dict[str, sizes.SizeSpec], set[tuple[str, str]]]:
-        """GPU size specs from resource_skus.list, and the (size, region) pairs restricted
-        for this subscription."""
-        out: dict[str, sizes.SizeSpec] = {}
-        restricted: set[tuple[str, str]] = set()
-        with azure_errors("resource_skus.list"):
-            for sku in self._arm().compute.resource_skus.list():
-                if sku.get("resourceType") != "virtualMachines":
-                    continue
-                name = str(sku.get("name"))
-                caps = {
-                    str(c.get("name")): str(c.get("value")) for c in sku.get("capabilities") or []
-                }
-                spec = sizes.spec_from_capabilities(name, caps)
-                if spec is None:
-                    continue
-                known = bundled.get(spec.name.lower())
-                if known is not None:  # the API does not report local NVMe; the docs do
-                    spec = replace(
-                        spec, nvme_count=known.nvme_count, nvme_size_gb=known.nvme_size_gb
-                    )
-                out[spec.name.lower()] = spec
-                restricted |= {(name.lower(), region) for region in sizes.restricted_regions(sku)}
-        return out, restricted
 
     # -- instances -------------------------------------------------------------------
 
     def create(self, request: CreateRequest) -> Instance:
-        offer, cfg = request.offer, self.ctx.config
         group = GROUP_PREFIX + request.name
+        key_file, public_key = self._key(request, group)
+        plan = self._plan(request, group, public_key, self._ssh_cidr(request))
+        created = deploy.create_group(self._arm(), plan, *self._create_args(request))
+        return self._instance(group, group, plan.tags, created.vm, created.public_ip, key_file)
+
+    def create_nodes(self, requests: Sequence[CreateRequest]) -> list[Instance]:
+        """All nodes in one resource group (one network, one proximity placement group),
+        all or none: a node that cannot be had deletes the whole group (nodes.py)."""
+        if len(requests) < 2:
+            return super().create_nodes(requests)
+        first = requests[0]
+        group = GROUP_PREFIX + first.group
+        key_file, public_key = self._key(first, group)
+        cidr = self._ssh_cidr(first)
+        infiniband, accelerated = nodes.network_features(
+            self._arm(), first.offer.region, first.offer.instance_type
+        )
+        plans = [
+            replace(
+                self._plan(r, group, public_key, cidr),
+                ip_name=nodes.ip_name(r.name),
+                nic_name=nodes.nic_name(r.name),
+                accelerated_networking=accelerated,
+                between_nodes=True,
+            )
+            for r in requests
+        ]
+        shared = {**_offer_tags(first), **nodes.group_tags(first.tags, len(requests))}
+        made = deploy.create_nodes(
+            self._arm(),
+            replace(plans[0], tags=shared),
+            plans,
+            *self._create_args(first),
+        )
+        extra = {"infiniband": infiniband, "accelerated_networking": accelerated}
+        return [
+            self._instance(
+                nodes.node_id(group, p.vm_name), group, {**shared, **p.tags}, c.vm,
+                c.public_ip, key_file, c.private_ip, extra,
+            )
+            for p, c in zip(plans, made, strict=True)
+        ]  # fmt: skip
+
+    def _key(self, request: CreateRequest, group: str) -> tuple[str | None, str]:
+        """(private key file we made or None, the public key to authorize)."""
+        public_key = request.ssh_public_key.strip()
+        if public_key:
+            return None, public_key
+        path, public_key = sshkeys.key_pair(
+            self.ctx.paths.keys_dir, f"azure-{group}", f"cloudgpu-{group}"
+        )
+        return str(path), public_key
+
+    def _plan(
+        self, request: CreateRequest, group: str, public_key: str, cidr: str
+    ) -> bodies.VmPlan:
+        offer, cfg = request.offer, self.ctx.config
         image = str(request.image or cfg.get("image") or bodies.DEFAULT_IMAGE)
         bodies.image_reference(image)  # bad input fails before anything is made
-        cidr = self._ssh_cidr(request)
-        key_file: str | None = None
-        public_key = request.ssh_public_key.strip()
-        if not public_key:
-            path, public_key = sshkeys.key_pair(
-                self.ctx.paths.keys_dir, f"azure-{group}", f"cloudgpu-{group}"
-            )
-            key_file = str(path)
-        tags = {
-            **request.tags,
-            TAG_VM: request.name,
-            TAG_MARKET: offer.market,
-            TAG_PRICE: f"{offer.price_per_hour:.6g}",
-        }
-        plan = bodies.VmPlan(
+        return bodies.VmPlan(
             group=group,
             vm_name=request.name,
             location=offer.region,
@@ -238,7 +254,7 @@ class AzureProvider(Provider):
             spot=offer.market == "spot",
             ssh_public_key=public_key,
             ssh_cidr=cidr,
-            tags=tags,
+            tags={**request.tags, TAG_VM: request.name, **_offer_tags(request)},
             zone=offer.zone,
             image=image,
             disk_gb=int(request.disk_gb),
@@ -247,16 +263,17 @@ class AzureProvider(Provider):
             user_data=request.user_data,
             ssh_port=self._ssh_port(),
         )
+
+    def _create_args(self, request: CreateRequest) -> tuple[float | None, float, float, float]:
+        """(deadline for the auto-shutdown or None, now, create and delete timeouts)."""
+        cfg = self.ctx.config
         deadline = request.deadline if cfg.get("auto_shutdown", True) else None
-        created = deploy.create_group(
-            self._arm(),
-            plan,
+        return (
             deadline,
             self.ctx.clock(),
-            _timeout(cfg, "create_timeout_s"),
-            _timeout(cfg, "delete_timeout_s"),
+            config.timeout(cfg, "create_timeout_s"),
+            config.timeout(cfg, "delete_timeout_s"),
         )
-        return self._instance(group, tags, created.vm, created.public_ip, key_file)
 
     def _ssh_cidr(self, request: CreateRequest) -> str:
         raw = self.ctx.config.get("ssh_cidr")
@@ -268,7 +285,7 @@ class AzureProvider(Provider):
                     f"providers.azure.ssh_cidr: '{raw}' is not a CIDR", hint="e.g. 203.0.113.7/32"
                 ) from exc
         url = str(self.ctx.config.get("ip_lookup_url") or DEFAULT_IP_LOOKUP)
-        return caller_cidr(url)
+        return config.caller_cidr(url)
 
     def _ssh_port(self) -> int:
         raw = self.ctx.config.get("ssh_port", 22)
@@ -277,30 +294,43 @@ class AzureProvider(Provider):
         return raw
 
     def describe(self, instance_id: str) -> Instance:
-        from azure.core.exceptions import ResourceNotFoundError  # lazy: heavy SDK
-
         arm = self._arm()
+        group_name, node = nodes.split_id(instance_id)
         try:
             with azure_errors(f"describe {instance_id}"):
-                group = arm.resource.resource_groups.get(instance_id)
+                group = arm.resource.resource_groups.get(group_name)
         except NotFoundError:
             return Instance(instance_id, self.name, InstanceState.TERMINATED)
         tags = dict(group.get("tags") or {})
-        vm_name = tags.get(TAG_VM) or instance_id.removeprefix(GROUP_PREFIX)
-        vm: Any = None
-        address = ""
-        with azure_errors(f"describe {instance_id}"):
-            try:
-                vm = arm.compute.virtual_machines.get(instance_id, vm_name, expand="instanceView")
-                ip = arm.network.public_ip_addresses.get(instance_id, bodies.IP)
-                address = str((ip.get("properties") or {}).get("ipAddress") or "")
-            except ResourceNotFoundError:
-                pass
-        key = sshkeys.key_file(self.ctx.paths.keys_dir, f"azure-{instance_id}")
-        inst = self._instance(instance_id, tags, vm, address, str(key) if key.exists() else None)
+        vm_name = node or tags.get(TAG_VM) or group_name.removeprefix(GROUP_PREFIX)
+        if node is None:
+            vm, address, private = self._read_single(group_name, vm_name)
+        else:
+            vm, address, private = nodes.read_node(arm, group_name, vm_name)
+            tags.update((vm or {}).get("tags") or {})
+        key = sshkeys.key_file(self.ctx.paths.keys_dir, f"azure-{group_name}")
+        inst = self._instance(
+            instance_id, group_name, tags, vm, address, str(key) if key.exists() else None,
+            private,
+        )  # fmt: skip
         if (group.get("properties") or {}).get("provisioningState") == "Deleting":
             return _with_state(inst, InstanceState.STOPPING)
         return inst
+
+    def _read_single(self, group: str, vm_name: str) -> tuple[Any, str, str]:
+        from azure.core.exceptions import ResourceNotFoundError  # lazy: heavy SDK
+
+        arm = self._arm()
+        vm: Any = None
+        address = ""
+        with azure_errors(f"describe {group}"):
+            try:
+                vm = arm.compute.virtual_machines.get(group, vm_name, expand="instanceView")
+                ip = arm.network.public_ip_addresses.get(group, bodies.IP)
+                address = str((ip.get("properties") or {}).get("ipAddress") or "")
+            except ResourceNotFoundError:
+                pass
+        return vm, address, ""
 
     def preemption_notice(self, instance: Instance) -> float | None:
         """A Spot VM evicted with evictionPolicy Delete vanishes from its group (or is
@@ -312,10 +342,10 @@ class AzureProvider(Provider):
         if instance.market != "spot":
             return None
         now = self.ctx.clock()
-        vm_name = instance.tags.get(TAG_VM) or instance.id.removeprefix(GROUP_PREFIX)
+        group, vm_name = self._vm_of(instance)
         with azure_errors(f"preemption check {instance.id}"):
             try:
-                vm = self._arm().compute.virtual_machines.get(instance.id, vm_name)
+                vm = self._arm().compute.virtual_machines.get(group, vm_name)
             except ResourceNotFoundError as exc:
                 # The VM gone from a group that is still there: evicted. The whole group
                 # gone: terminated by us (a teardown), which is no preemption.
@@ -328,14 +358,28 @@ class AzureProvider(Provider):
         VM, acknowledged (StartRequests) only after the checkpoint flush."""
         if instance.market != "spot":
             return None
-        vm = instance.tags.get(TAG_VM) or instance.id.removeprefix(GROUP_PREFIX)
+        vm = self._vm_of(instance)[1]
         imds = notices.endpoint(self.ctx.config, "imds_endpoint", self.name)
         return notices.watcher(
             "azure", instance, imds, {"IMDS_ENDPOINT": imds, "CLOUDGPU_VM_NAME": vm}
         )
 
+    @staticmethod
+    def _vm_of(instance: Instance) -> tuple[str, str]:
+        """(resource group, VM name) of an instance, a node of a group or not."""
+        group, node = nodes.split_id(instance.id)
+        return group, node or instance.tags.get(TAG_VM) or group.removeprefix(GROUP_PREFIX)
+
     def _instance(
-        self, group: str, tags: Mapping[str, str], vm: Any, address: str, key_file: str | None
+        self,
+        inst_id: str,
+        group: str,
+        tags: Mapping[str, str],
+        vm: Any,
+        address: str,
+        key_file: str | None,
+        private: str = "",
+        extra: Mapping[str, Any] | None = None,
     ) -> Instance:
         spot = tags.get(TAG_MARKET) == "spot"
         state = deploy.vm_state(vm, spot)
@@ -348,7 +392,7 @@ class AzureProvider(Provider):
         ssh = SSHTarget(host=address, port=port, user=user, key_file=key_file) if address else None
         zones = (vm.get("zones") or []) if vm is not None else []
         return Instance(
-            id=group,
+            id=inst_id,
             provider=self.name,
             state=state,
             instance_type=str((props.get("hardwareProfile") or {}).get("vmSize") or ""),
@@ -357,96 +401,78 @@ class AzureProvider(Provider):
             market="spot" if spot else "on_demand",
             ssh=ssh,
             tags=dict(tags),
-            price_per_hour=_float(tags.get(TAG_PRICE)),
+            price_per_hour=config.as_float(tags.get(TAG_PRICE)),
             launched_at=deploy.created_at(vm) if vm is not None else None,
             nvme_mount=str(self.ctx.config.get("nvme_mount") or "/nvme"),
-            extra={"resource_group": group},
+            private_address=private,
+            extra={"resource_group": group, **(extra or {})},
         )
 
-    def list_instances(self, tags: Mapping[str, str]) -> list[Instance]:
-        """Every resource group carrying ``tags`` that is not being deleted, whatever
-        state its VM is in: a group whose VM is gone still holds resources to remove."""
-        items = list(tags.items())
+    def _groups(self, tags: Mapping[str, str]) -> list[Mapping[str, Any]]:
+        """Resource groups that may hold what carries ``tags``: ARM filters by one tag,
+        never the one naming a single node (a multi-node group does not carry it; with
+        only that one, every group of ours is read)."""
+        items = [(k, v) for k, v in tags.items() if k != TAG_INSTANCE]
         k, v = items[0] if items else (TAG_JOB, None)
-        flt = f"tagName eq '{_q(k)}'" + (f" and tagValue eq '{_q(v)}'" if v is not None else "")
+        flt = f"tagName eq '{config.odata_quote(k)}'" + (
+            f" and tagValue eq '{config.odata_quote(v)}'" if v is not None else ""
+        )
         with azure_errors("list resource groups"):
-            groups = list(self._arm().resource.resource_groups.list(filter=flt))
+            return list(self._arm().resource.resource_groups.list(filter=flt))
+
+    def list_instances(self, tags: Mapping[str, str]) -> list[Instance]:
+        """Every VM carrying ``tags`` whose group is not being deleted, whatever state the
+        VM is in: a one-VM group whose VM is gone still holds resources to remove."""
         out = []
-        for g in groups:
-            gtags = g.get("tags") or {}
-            if any(gtags.get(key) != val for key, val in items):
-                continue
+        for g in self._groups(tags):
+            gtags, name = g.get("tags") or {}, str(g["name"])
             if (g.get("properties") or {}).get("provisioningState") == "Deleting":
                 continue
-            out.append(self.describe(str(g["name"])))
+            if nodes.is_multi(g):
+                for vm in nodes.vms(self._arm(), name):
+                    found = {**gtags, **(vm.get("tags") or {})}
+                    if all(found.get(k) == v for k, v in tags.items()):
+                        out.append(self.describe(nodes.node_id(name, str(vm["name"]))))
+            elif all(gtags.get(k) == v for k, v in tags.items()):
+                out.append(self.describe(name))
         return out
 
     def terminate(self, instance_id: str) -> None:
-        timeout = _timeout(self.ctx.config, "delete_timeout_s")
-        problem = deploy.delete_group(self._arm(), instance_id, timeout)
+        timeout = config.timeout(self.ctx.config, "delete_timeout_s")
+        group, node = nodes.split_id(instance_id)
+        if node is None:
+            problem = deploy.delete_group(self._arm(), group, timeout)
+        else:
+            problem = nodes.terminate_node(self._arm(), group, node, timeout)
         if problem:
             raise TransientError(
                 problem,
                 provider="azure",
                 hint="retried by the lifecycle; `cloudgpu down --orphans` too",
             )
-        sshkeys.remove_key_pair(self.ctx.paths.keys_dir, f"azure-{instance_id}")
+        if node is None or not self._arm().resource.resource_groups.check_existence(group):
+            sshkeys.remove_key_pair(self.ctx.paths.keys_dir, f"azure-{group}")
+
+    def leftovers(self, tags: Mapping[str, str]) -> list[Leftover]:
+        """Multi-node groups carrying ``tags`` that hold no VM any more (a create killed
+        before its VMs, teardowns that raced): deleted whole by remove_leftover."""
+        return nodes.empty_groups(self._arm(), self._groups(tags), tags)
+
+    def remove_leftover(self, item: Leftover) -> None:
+        if item.kind != nodes.KIND:
+            return
+        timeout = config.timeout(self.ctx.config, "delete_timeout_s")
+        problem = deploy.delete_group(self._arm(), item.id, timeout)
+        if problem:
+            raise TransientError(problem, provider="azure", hint="`cloudgpu down --orphans`")
+        sshkeys.remove_key_pair(self.ctx.paths.keys_dir, f"azure-{item.id}")
 
 
-def caller_cidr(url: str, timeout_s: float = 10.0) -> str:
-    """This machine's public IPv4/IPv6 address as a single-host CIDR, asked of ``url``."""
-    try:
-        return lookup_cidr(url, timeout_s)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(
-            f"providers.azure.ssh_cidr: not set, and this machine's public address could "
-            f"not be learned from {url}",
-            hint='set ssh_cidr in [providers.azure], e.g. ssh_cidr = "203.0.113.7/32"',
-        ) from exc
-
-
-def _settings(cfg: Mapping[str, Any]) -> ArmSettings:
-    try:
-        return ArmSettings.from_config(cfg)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(
-            "providers.azure: polling_interval and retry_total must be numbers"
-        ) from exc
-
-
-def _timeout(cfg: Mapping[str, Any], key: str) -> float:
-    try:
-        value = float(cfg.get(key, 1800))
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"providers.azure.{key}: expected seconds") from exc
-    if value <= 0:
-        raise ConfigError(f"providers.azure.{key}: expected seconds > 0")
-    return value
-
-
-def _canonicalizer() -> retail.Canonicalize:
-    registry = load_registry()
-
-    def canonical(raw: str, memory_gb: float) -> str | None:
-        try:
-            found = sizes.size_gpu(raw) or registry.canonical(raw, memory_gb)
-        except CatalogError:
-            return None
-        return found or None
-
-    return canonical
+def _offer_tags(request: CreateRequest) -> dict[str, str]:
+    """What describe() reads back of the offer after a restart."""
+    offer = request.offer
+    return {TAG_MARKET: offer.market, TAG_PRICE: f"{offer.price_per_hour:.6g}"}
 
 
 def _with_state(inst: Instance, state: InstanceState) -> Instance:
     return replace(inst, state=state)
-
-
-def _float(text: str | None) -> float:
-    try:
-        return float(text) if text else 0.0
-    except ValueError:
-        return 0.0
-
-
-def _q(value: str) -> str:
-    return value.replace("'", "''")  # OData string literal escaping

@@ -184,6 +184,8 @@ def _offer(
         price_per_hour=float(item["retailPrice"]),
         nvme_count=spec.nvme_count,
         nvme_size_gb=spec.nvme_size_gb,
+        # The planner's interconnect model reads this as the node-to-node bandwidth.
+        network_gbps=spec.infiniband_gbps,
         price_source=PRICE_SOURCE,
         observed_at=observed,
         flags=() if name else (FLAG_UNKNOWN_GPU,),

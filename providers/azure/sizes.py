@@ -11,8 +11,8 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
@@ -45,6 +45,23 @@ _SERIES: tuple[tuple[re.Pattern[str], str, str, float], ...] = tuple(
     )
 )
 
+# InfiniBand between VMs of a size, Gbit/s per VM, from the size docs (read 2026-12-01:
+# nd-h100-v5-series "8x 400 Gb/s NVIDIA Quantum-2 CX7 InfiniBand", nd-h200-v5-series,
+# ndmi300xv5-series the same; ndma100v4-series and ndasra100v4-series "8x 200 Gb/s HDR";
+# ndv2-series "100 Gb/s EDR"). Only the bandwidth is read here: whether a size has
+# InfiniBand at all is the SKU's RdmaEnabled capability when resource_skus.list answers;
+# this table stands in for it only without credentials (the bundled sizes).
+_IB_GBPS: tuple[tuple[re.Pattern[str], float], ...] = tuple(
+    (re.compile(rf"^Standard_{pat}$", re.I), gbps)
+    for pat, gbps in (
+        (r"ND\d+is?r_(H100|H200|MI300X)_v5", 3200.0),
+        (r"ND\d+amsr_A100_v4", 1600.0),
+        (r"ND\d+asr_v4", 1600.0),
+        (r"ND\d+rs_v2", 100.0),
+    )
+)
+RDMA_DEFAULT_GBPS = 100.0  # an RDMA size the table does not list: EDR, the slowest in use
+
 # Families cloudgpu prices: the GPU sizes (NC compute, ND deep learning, NV visualization).
 GPU_FAMILY = re.compile(r"^Standard_N[CDV]", re.I)
 
@@ -59,6 +76,18 @@ class SizeSpec:
     gpu_memory_gb: float
     nvme_count: int = 0
     nvme_size_gb: float = 0.0
+    infiniband_gbps: float = 0.0  # 0: no InfiniBand (or not known to have it)
+
+
+def infiniband_gbps(size: str, rdma: bool | None) -> float:
+    """Gbit/s of InfiniBand per VM of ``size``: 0 when ``rdma`` (the SKU's RdmaEnabled)
+    says none; ``rdma`` None (no SKU data): the documented sizes only."""
+    if rdma is False:
+        return 0.0
+    for pattern, gbps in _IB_GBPS:
+        if pattern.match(size.strip()):
+            return gbps
+    return RDMA_DEFAULT_GBPS if rdma else 0.0
 
 
 def gpu_from_size_name(size: str) -> tuple[str, float] | None:
@@ -92,6 +121,7 @@ def parse_size_table(text: str) -> dict[str, SizeSpec]:
             gpu_memory_gb=float(gmem),
             nvme_count=int(nvn),
             nvme_size_gb=float(nvs),
+            infiniband_gbps=infiniband_gbps(name, None),
         )
     return out
 
@@ -105,8 +135,8 @@ def bundled_sizes() -> dict[str, SizeSpec]:
 def spec_from_capabilities(name: str, caps: dict[str, str]) -> SizeSpec | None:
     """A SizeSpec from one resource_skus.list entry's capabilities, or None if not a GPU size.
 
-    ``caps`` is the SKU's capability list as a dict (``vCPUs``, ``MemoryGB``, ``GPUs``).
-    The model still comes from the name: the API does not name it.
+    ``caps`` is the SKU's capability list as a dict (``vCPUs``, ``MemoryGB``, ``GPUs``,
+    ``RdmaEnabled``). The model still comes from the name: the API does not name it.
     """
     gpus = int(float(caps.get("GPUs", "0") or 0))
     gpu = gpu_from_size_name(name)
@@ -117,7 +147,46 @@ def spec_from_capabilities(name: str, caps: dict[str, str]) -> SizeSpec | None:
         mem = float(caps["MemoryGB"])
     except (KeyError, ValueError):
         return None
-    return SizeSpec(name, vcpus, mem, gpus, gpu[0], gpu[1])
+    ib = infiniband_gbps(name, caps.get("RdmaEnabled", "False").lower() == "true")
+    return SizeSpec(name, vcpus, mem, gpus, gpu[0], gpu[1], infiniband_gbps=ib)
+
+
+def network_features(caps: Mapping[str, str]) -> tuple[bool, bool]:
+    """(InfiniBand, accelerated networking) of a size, from its SKU capabilities
+    ``RdmaEnabled`` and ``AcceleratedNetworkingEnabled`` (absent: no)."""
+
+    def flag(key: str) -> bool:
+        return str(caps.get(key, "False")).lower() == "true"
+
+    return flag("RdmaEnabled"), flag("AcceleratedNetworkingEnabled")
+
+
+def capabilities(sku: Mapping[str, Any]) -> dict[str, str]:
+    """A resource_skus.list entry's capability list as a dict of name -> value."""
+    return {str(c.get("name")): str(c.get("value")) for c in sku.get("capabilities") or []}
+
+
+def sku_specs(
+    skus: Iterable[Mapping[str, Any]], bundled: Mapping[str, SizeSpec]
+) -> tuple[dict[str, SizeSpec], set[tuple[str, str]]]:
+    """GPU size specs from resource_skus.list entries, and the (size, region) pairs
+    restricted for this subscription. Local NVMe comes from ``bundled`` (the API does
+    not report it; the docs do)."""
+    out: dict[str, SizeSpec] = {}
+    restricted: set[tuple[str, str]] = set()
+    for sku in skus:
+        if sku.get("resourceType") != "virtualMachines":
+            continue
+        name = str(sku.get("name"))
+        spec = spec_from_capabilities(name, capabilities(sku))
+        if spec is None:
+            continue
+        known = bundled.get(spec.name.lower())
+        if known is not None:
+            spec = replace(spec, nvme_count=known.nvme_count, nvme_size_gb=known.nvme_size_gb)
+        out[spec.name.lower()] = spec
+        restricted |= {(name.lower(), region) for region in restricted_regions(sku)}
+    return out, restricted
 
 
 def restricted_regions(sku: Mapping[str, Any]) -> list[str]:

@@ -224,3 +224,75 @@ def test_a_scheduled_events_preempt_read_over_ssh_resumes_and_is_acknowledged(
     first, second = sorted(store(cloudgpu_home).instances(rec.id), key=lambda i: i.created_at)
     assert (first.state, second.state) == ("preempted", "terminated")
     assert arm.state.groups == {}
+
+
+TWO_NODES = """\
+name: az-two
+num_nodes: 2
+resources: {gpu: T4, spot: false, providers: [azure]}
+run: echo "rank $NODE_RANK of $NNODES master $MASTER_ADDR nodes $CLOUDGPU_NODE_IPS"
+limits: {max_runtime: 5m}
+"""
+
+
+def test_two_nodes_in_one_group_after_a_group_that_could_not_be_filled(
+    configured: tuple[Path, dict[str, str]], arm: FakeArm, tmp_path: Path
+) -> None:
+    """The cheapest size has room for one VM only: its group is deleted whole and the
+    next offer gets both nodes, in one group with one proximity placement group; both
+    nodes see rank 0's private address as the rendezvous; everything goes after."""
+    arm.state.capacity[("eastus", "Standard_NC4as_T4_v3")] = 1
+    job = job_file(tmp_path, TWO_NODES, name="two.yaml")
+    code, out, err = main_exit(["launch", str(job), "--yes"])
+    assert code == 0, err
+    for rank in (0, 1):
+        assert f"[node {rank}] rank {rank} of 2 master 10.0.0.4 nodes 10.0.0.4,10.0.0.5" in out
+    vms = [
+        (b["location"], b["properties"]["hardwareProfile"]["vmSize"])
+        for m, p, b in arm.state.requests
+        if m == "PUT" and "/virtualmachines/" in p.lower()
+    ]
+    assert vms[0] == vms[1] and vms[0][1] == "Standard_NC4as_T4_v3"  # the second failed
+    assert len(vms) == 4 and vms[2] == vms[3] != vms[0]  # the next offer: both nodes
+    groups = {
+        p.lower().split("/resourcegroups/")[1].split("/")[0]
+        for m, p, _ in arm.state.requests
+        if m == "PUT" and "/virtualmachines/" in p.lower()
+    }
+    assert len(groups) == 2  # one group per attempt, both nodes of each in it
+    ppgs = [
+        p
+        for m, p, _ in arm.state.requests
+        if m == "PUT" and "proximityplacementgroups" in p.lower()
+    ]
+    schedules = [p for m, p, _ in arm.state.requests if m == "PUT" and "/schedules/" in p.lower()]
+    # The deadline on every node made: the first attempt's rank 0 got its schedule before
+    # rank 1 was seen failing (its group went whole), then both nodes of the second.
+    assert len(ppgs) == 2 and len(schedules) == 3
+    assert arm.state.groups == {} and arm.state.resources == {}
+
+
+def test_down_orphans_sweeps_a_multi_node_group_with_its_placement_group(
+    configured: tuple[Path, dict[str, str]], arm: FakeArm, cloudgpu_home: Path
+) -> None:
+    paths = default_paths({"CLOUDGPU_HOME": str(cloudgpu_home)})
+    provider = AzureProvider(
+        ProviderContext(config=provider_config(arm), paths=paths, env={}), credential=StaticToken()
+    )
+    owner = store(cloudgpu_home).owner_id()
+    made = []
+    for job, who in (("crashed-two", owner), ("their-two", "other@elsewhere")):
+        reqs = [
+            CreateRequest(
+                offer=make_offer(), name=f"{job}-{r}", tags={TAG_JOB: job, TAG_OWNER: who},
+                group=f"{job}-g", node_rank=r, num_nodes=2,
+            )
+            for r in range(2)
+        ]  # fmt: skip
+        made.append(provider.create_nodes(reqs))
+    mine, theirs = (nodes[0].extra["resource_group"] for nodes in made)
+    code, out, err = main_exit(["down", "--orphans", "--yes"])
+    assert code == 0, err
+    assert all(n.id in out for n in made[0])
+    assert set(arm.state.groups) == {theirs.lower()}
+    assert not [r for r in arm.state.resources if f"/resourcegroups/{mine.lower()}/" in r]

@@ -1,6 +1,8 @@
 """Every ARM body the Azure provider sends, loaded into the Azure SDK's own models: each
 key at every level must be a field the model knows (by its REST name), so a misspelt or
-misplaced property (which ARM would ignore or refuse) fails here. The DevTestLab
+misplaced property (which ARM would ignore or refuse) fails here; a multi-node node's
+bodies (proximity placement group, accelerated networking, the NSG rule between nodes)
+too. The DevTestLab
 auto-shutdown schedule has no SDK model among our dependencies: it is checked against
 the API doc only (see providers/azure/README.md)."""
 
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import typing
+from dataclasses import replace
 from types import ModuleType
 from typing import Any
 
@@ -88,9 +91,14 @@ def test_the_checker_catches_a_misplaced_key() -> None:
     ]
 
 
-@pytest.mark.parametrize("spot", [False, True])
-def test_every_body_is_made_of_known_sdk_fields(spot: bool) -> None:
+@pytest.mark.parametrize(("spot", "node"), [(False, False), (True, False), (False, True)])
+def test_every_body_is_made_of_known_sdk_fields(spot: bool, node: bool) -> None:
+    """``node``: a multi-node job's node (NSG rule between the nodes, accelerated
+    networking, the proximity placement group)."""
     plan = _plan(spot)
+    if node:
+        ppg = f"{SUB}/Microsoft.Compute/proximityPlacementGroups/ppg"
+        plan = replace(plan, ppg_id=ppg, accelerated_networking=True, between_nodes=True)
     cases = [
         (resource.ResourceGroup, bodies.group_body(plan), resource),
         (network.NetworkSecurityGroup, bodies.nsg_body(plan), network),
@@ -102,6 +110,7 @@ def test_every_body_is_made_of_known_sdk_fields(spot: bool) -> None:
             network,
         ),
         (compute.VirtualMachine, bodies.vm_body(plan, NIC), compute),
+        (compute.ProximityPlacementGroup, bodies.ppg_body(plan), compute),
     ]
     for cls, body, module in cases:
         assert unknown_keys(cls, body, module) == [], cls.__name__

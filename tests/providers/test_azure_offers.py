@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 from cloudgpu_providers.azure import AzureProvider
 from cloudgpu_providers.azure.retail import FILTER, build_offers
-from cloudgpu_providers.azure.sizes import SizeSpec, bundled_sizes, gpu_from_size_name
+from cloudgpu_providers.azure.sizes import (
+    SizeSpec,
+    bundled_sizes,
+    gpu_from_size_name,
+    infiniband_gbps,
+)
 
 from cloudgpu.catalog.offer import FLAG_UNKNOWN_GPU, Offer
 from cloudgpu.errors import AuthError, TransientError
@@ -53,6 +58,8 @@ def test_refresh_without_credentials_uses_bundled_sizes(retail: FakeRetail, path
     assert gpus["Standard_ND96isr_H100_v5"] == ("H100-SXM", 8, 80.0, 96.0)
     assert gpus["Standard_NC24ads_A100_v4"] == ("A100-80GB-PCIe", 1, 80.0, 24.0)
     assert gpus["Standard_NC4as_T4_v3"] == ("T4", 1, 16.0, 4.0)
+    ib = {o.instance_type: o.network_gbps for o in offers}  # no SKU data: the size docs
+    assert (ib["Standard_ND96isr_H100_v5"], ib["Standard_NC4as_T4_v3"]) == (3200.0, 0.0)
     assert all(o.provider == "azure" and o.observed_at and not o.flags for o in offers)
     assert provider.unpriced_sizes == ["Standard_NC999_Future_v9"]
     assert len(retail.server.queries) == 2
@@ -112,6 +119,10 @@ def test_refresh_with_credentials_joins_resource_skus(
     h100 = next(o for o in offers if o.instance_type == "Standard_ND96isr_H100_v5")
     assert (h100.vcpus, h100.memory_gb, h100.gpu_count) == (96.0, 1900.0, 8)
     assert h100.nvme_count == 8  # local NVMe comes from the size docs, not the API
+    # RdmaEnabled True: InfiniBand, at the size docs' 8x 400 Gb/s, for the planner's
+    # interconnect model; the A100 v4 NC size says RdmaEnabled False.
+    a100 = next(o for o in offers if o.instance_type == "Standard_NC24ads_A100_v4")
+    assert (h100.network_gbps, a100.network_gbps) == (3200.0, 0.0)
     # NC4as_T4_v3 is NotAvailableForSubscription in westeurope: its offers are left out.
     assert not [o for o in offers if o.region == "westeurope"]
     assert len(offers) == 4
@@ -142,3 +153,17 @@ def test_unknown_gpu_is_flagged_not_dropped(retail: FakeRetail, paths: Paths) ->
     offers, missing = build_offers(iter([item]), sizes, lambda raw, mem: None)
     assert missing == [] and offers[0].flags == (FLAG_UNKNOWN_GPU,)
     assert offers[0].gpu == "Oddity"
+
+
+@pytest.mark.parametrize(
+    ("size", "rdma", "gbps"),
+    [
+        ("Standard_ND96isr_H100_v5", True, 3200.0),
+        ("Standard_ND96isr_H100_v5", False, 0.0),  # the SKU has the last word
+        ("Standard_ND96amsr_A100_v4", None, 1600.0),  # no SKU data: the size docs
+        ("Standard_HB120rs_v3", True, 100.0),  # RDMA, bandwidth not in the table
+        ("Standard_NC24ads_A100_v4", None, 0.0),
+    ],
+)
+def test_infiniband_comes_from_rdma_enabled(size: str, rdma: bool | None, gbps: float) -> None:
+    assert infiniband_gbps(size, rdma) == gbps

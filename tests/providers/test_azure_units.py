@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 from cloudgpu_providers.azure.arm import classify
 from cloudgpu_providers.azure.bodies import image_reference, schedule_time
+from cloudgpu_providers.azure.config import caller_cidr
 from cloudgpu_providers.azure.deploy import vm_state
-from cloudgpu_providers.azure.provider import caller_cidr
 
 from cloudgpu.errors import (
     AuthError,

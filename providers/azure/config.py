@@ -1,0 +1,69 @@
+"""The Azure provider's small helpers: config values read with a clear error, the
+caller's address for the NSG, the GPU canonicalizer for offers, OData quoting."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cloudgpu_providers.azure import retail, sizes
+from cloudgpu_providers.azure.arm import ArmSettings
+from cloudgpu_providers.callerip import lookup_cidr
+
+from cloudgpu.catalog.gpus import load_registry
+from cloudgpu.errors import CatalogError, ConfigError
+
+
+def caller_cidr(url: str, timeout_s: float = 10.0) -> str:
+    """This machine's public IPv4/IPv6 address as a single-host CIDR, asked of ``url``."""
+    try:
+        return lookup_cidr(url, timeout_s)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"providers.azure.ssh_cidr: not set, and this machine's public address could "
+            f"not be learned from {url}",
+            hint='set ssh_cidr in [providers.azure], e.g. ssh_cidr = "203.0.113.7/32"',
+        ) from exc
+
+
+def arm_settings(cfg: Mapping[str, Any]) -> ArmSettings:
+    try:
+        return ArmSettings.from_config(cfg)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(
+            "providers.azure: polling_interval and retry_total must be numbers"
+        ) from exc
+
+
+def timeout(cfg: Mapping[str, Any], key: str) -> float:
+    try:
+        value = float(cfg.get(key, 1800))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"providers.azure.{key}: expected seconds") from exc
+    if value <= 0:
+        raise ConfigError(f"providers.azure.{key}: expected seconds > 0")
+    return value
+
+
+def canonicalizer() -> retail.Canonicalize:
+    registry = load_registry()
+
+    def canonical(raw: str, memory_gb: float) -> str | None:
+        try:
+            found = sizes.size_gpu(raw) or registry.canonical(raw, memory_gb)
+        except CatalogError:
+            return None
+        return found or None
+
+    return canonical
+
+
+def as_float(text: str | None) -> float:
+    try:
+        return float(text) if text else 0.0
+    except ValueError:
+        return 0.0
+
+
+def odata_quote(value: str) -> str:
+    return value.replace("'", "''")  # OData string literal escaping

@@ -1,0 +1,204 @@
+"""Multi-node nodes on Azure, against the fake ARM: one resource group per job holding
+one NSG (SSH from the caller, all traffic between the nodes), one virtual network, one
+Standard proximity placement group that every VM names, and a public IP, NIC and VM per
+node; all or none (a node that cannot be had deletes the whole group, in one call);
+teardown node by node, the last taking the group; a group left without VMs is a
+leftover found by tag; another owner's groups are never touched."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.core.exceptions import HttpResponseError
+from cloudgpu_providers.azure.arm import ArmSettings, make_clients
+from cloudgpu_providers.azure.nodes import TAG_NODES
+
+from cloudgpu.catalog.offer import Offer
+from cloudgpu.errors import CapacityError, QuotaError
+from cloudgpu.paths import Paths
+from cloudgpu.provider import TAG_INSTANCE, TAG_JOB, TAG_OWNER, CreateRequest, InstanceState
+from cloudgpu.testing import ProviderContract
+from tests.fixtures.azure.fake_arm import FakeArm
+from tests.fixtures.azure.support import StaticToken
+from tests.providers.test_azure import A100, H100, arm, make_offer, make_provider
+
+__all__ = ["arm"]  # the fixture, imported for pytest
+
+
+def group_requests(offer: Offer, n: int, owner: str = "contract-test") -> list[CreateRequest]:
+    """The contract suite's request for each rank, as the lifecycle fills in a group."""
+    base = ProviderContract().request(offer, job=f"mn-{uuid.uuid4().hex[:8]}")
+    group = f"cg-{uuid.uuid4().hex[:10]}"
+    return [
+        replace(
+            base,
+            name=f"{base.name}-{r}",
+            tags={**base.tags, TAG_OWNER: owner, TAG_INSTANCE: f"i-{r}"},
+            batch=None,
+            group=group,
+            node_rank=r,
+            num_nodes=n,
+        )
+        for r in range(n)
+    ]
+
+
+def bodies_of(fake: FakeArm, kind: str) -> list[tuple[str, Any]]:
+    return [(p, b) for m, p, b in fake.state.requests if m == "PUT" and f"/{kind}/" in p.lower()]
+
+
+def test_nodes_share_one_group_network_and_placement_group(arm: FakeArm, paths: Paths) -> None:
+    provider = make_provider(arm, paths)
+    reqs = group_requests(make_offer(H100), 2)
+    nodes = provider.create_nodes(reqs)
+    group = f"cloudgpu-{reqs[0].group}"
+    assert [n.id for n in nodes] == [f"{group}/{r.name}" for r in reqs]
+    (rg,) = arm.state.groups.values()
+    assert rg["name"] == group and rg["tags"][TAG_NODES] == "2"
+    assert TAG_INSTANCE not in rg["tags"] and rg["tags"][TAG_JOB] == reqs[0].tags[TAG_JOB]
+    ((_, nsg),) = bodies_of(arm, "networksecuritygroups")
+    rules = {r["name"]: r["properties"] for r in nsg["properties"]["securityRules"]}
+    assert rules["ssh-from-caller"]["sourceAddressPrefix"] == "198.51.100.7/32"
+    between = rules["between-nodes"]
+    assert (between["sourceAddressPrefix"], between["destinationPortRange"]) == (
+        "10.0.0.0/24",
+        "*",
+    )
+    assert len(bodies_of(arm, "virtualnetworks")) == 1
+    ((ppg_path, ppg),) = bodies_of(arm, "proximityplacementgroups")
+    assert ppg["properties"] == {
+        "proximityPlacementGroupType": "Standard",
+        "intent": {"vmSizes": [H100]},
+    }
+    vms = bodies_of(arm, "virtualmachines")
+    assert [b["properties"]["proximityPlacementGroup"]["id"].lower() for _, b in vms] == [
+        ppg_path.lower()
+    ] * 2
+    assert [b["tags"][TAG_INSTANCE] for _, b in vms] == ["i-0", "i-1"]  # each its own
+    # The size's SKU says RdmaEnabled and AcceleratedNetworkingEnabled.
+    nics = bodies_of(arm, "networkinterfaces")
+    assert [b["properties"]["enableAcceleratedNetworking"] for _, b in nics] == [True, True]
+    assert all(n.extra["infiniband"] for n in nodes)
+    # Rank 0's private address is the rendezvous; each node keeps its own public one.
+    assert [n.private_address for n in nodes] == ["10.0.0.4", "10.0.0.5"]
+    assert len({n.ssh.host for n in nodes if n.ssh}) == 2
+    assert len(bodies_of(arm, "schedules")) == 2  # the deadline on every node
+    members = arm.state.resources[ppg_path.lower()]["properties"]["virtualMachines"]
+    assert len(members) == 2
+
+
+def test_nodes_are_listed_described_and_torn_down_one_by_one(arm: FakeArm, paths: Paths) -> None:
+    provider = make_provider(arm, paths)
+    reqs = group_requests(make_offer(A100), 2)
+    first, second = provider.create_nodes(reqs)
+    job = reqs[0].tags[TAG_JOB]
+    assert sorted(i.id for i in provider.list_instances({TAG_JOB: job})) == [first.id, second.id]
+    assert [i.id for i in provider.list_instances({TAG_INSTANCE: "i-1"})] == [second.id]
+    assert provider.describe(second.id).private_address == "10.0.0.5"
+    assert provider.leftovers({TAG_JOB: job}) == []  # its VMs are alive
+    # A100 v4 (NC) has accelerated networking but no InfiniBand.
+    nics = bodies_of(arm, "networkinterfaces")
+    assert all(b["properties"]["enableAcceleratedNetworking"] for _, b in nics)
+    assert not first.extra["infiniband"]
+    provider.terminate(first.id)
+    assert provider.describe(first.id).state == InstanceState.TERMINATED
+    left = {r["name"] for r in arm.state.group_resources(first.extra["resource_group"])}
+    assert reqs[0].name not in left and f"{reqs[0].name}-nic" not in left
+    assert {reqs[1].name, f"{reqs[1].name}-nic", f"{reqs[1].name}-ip", "ppg"} <= left
+    assert second.ssh and second.ssh.key_file and Path(second.ssh.key_file).exists()
+    provider.terminate(second.id)  # the last node: the whole group goes
+    assert arm.state.groups == {} and arm.state.resources == {}
+    assert not Path(second.ssh.key_file).exists()
+    provider.terminate(second.id)  # idempotent
+    assert provider.list_instances({TAG_JOB: job}) == []
+
+
+@pytest.mark.parametrize(
+    ("fail", "error", "code"),
+    [
+        ("capacity", CapacityError, "AllocationFailed"),  # the second node only
+        ("quota", QuotaError, "quota"),  # refused at the first VM's PUT
+    ],
+)
+def test_a_node_that_cannot_be_had_deletes_the_whole_group(
+    arm: FakeArm, paths: Paths, fail: str, error: type[Exception], code: str
+) -> None:
+    if fail == "capacity":
+        arm.state.capacity[("eastus", H100)] = 1
+    else:
+        arm.state.vm_failures[H100] = ("sync", "error_quota_exceeded.json")
+    provider = make_provider(arm, paths)
+    with pytest.raises(error, match=code):
+        provider.create_nodes(group_requests(make_offer(H100), 2))
+    assert arm.state.groups == {} and arm.state.resources == {}
+    deletes = [p for m, p, _ in arm.state.requests if m == "DELETE"]
+    assert len(deletes) == 1 and deletes[0].lower().count("/") == 4  # one group DELETE
+
+
+def test_a_group_without_vms_is_a_leftover_of_its_owner_only(arm: FakeArm, paths: Paths) -> None:
+    """Both homes' spot nodes evicted (VMs gone, evictionPolicy Delete) and their
+    clients dead: each owner's sweep finds its own empty group, never the other's."""
+    spot = make_offer(A100, market="spot")
+    mine = make_provider(arm, paths).create_nodes(group_requests(spot, 2, owner="me"))
+    theirs = make_provider(arm, paths).create_nodes(group_requests(spot, 2, owner="them"))
+    provider = make_provider(arm, paths)
+    for n in [*mine, *theirs]:
+        arm.state.evict(n.extra["resource_group"])
+    assert provider.describe(mine[0].id).state == InstanceState.PREEMPTED
+    assert provider.list_instances({TAG_OWNER: "me"}) == []
+    (left,) = provider.leftovers({TAG_OWNER: "me"})
+    assert (left.kind, left.id) == ("resource group", mine[0].extra["resource_group"])
+    assert left.tags[TAG_OWNER] == "me" and left.region == "eastus"
+    provider.remove_leftover(left)
+    provider.remove_leftover(left)  # idempotent
+    assert set(arm.state.groups) == {theirs[0].extra["resource_group"]}
+    assert provider.leftovers({TAG_OWNER: "me"}) == []
+    assert [x.id for x in provider.leftovers({TAG_OWNER: "them"})] == [
+        theirs[0].extra["resource_group"]
+    ]
+
+
+def test_single_node_requests_keep_their_own_group(arm: FakeArm, paths: Paths) -> None:
+    provider = make_provider(arm, paths)
+    (inst,) = provider.create_nodes(group_requests(make_offer(A100), 1))
+    assert "/" not in inst.id and bodies_of(arm, "proximityplacementgroups") == []
+    provider.terminate(inst.id)
+    assert arm.state.groups == {}
+
+
+def test_the_fake_refuses_what_arm_refuses_of_placement(arm: FakeArm) -> None:
+    """A VM naming a placement group that does not exist (404) or one in another region
+    (Compute's InvalidParameter); a NIC deleted while its VM uses it (NicInUse)."""
+    settings = ArmSettings(base_url=arm.base_url, ca_bundle=arm.ca_bundle, polling_interval=0)
+    clients = make_clients(StaticToken(), arm.subscription, settings)
+    clients.resource.resource_groups.create_or_update("rg", {"location": "eastus"})
+    base = f"/subscriptions/{arm.subscription}/resourceGroups/rg/providers"
+    far = clients.compute.proximity_placement_groups.create_or_update(
+        "rg", "far", {"location": "westeurope", "properties": {}}
+    )
+    vm = {"location": "eastus", "properties": {"hardwareProfile": {"vmSize": A100}}}
+    missing = f"{base}/Microsoft.Compute/proximityPlacementGroups/nope"
+    for ppg_id, status, code in ((missing, 404, "ResourceNotFound"),
+                                 (far["id"], 400, "InvalidParameter")):  # fmt: skip
+        body = {**vm, "properties": {**vm["properties"], "proximityPlacementGroup": {"id": ppg_id}}}
+        with pytest.raises(HttpResponseError) as caught:
+            clients.compute.virtual_machines.begin_create_or_update("rg", "vm", body)
+        assert caught.value.status_code == status and caught.value.error is not None
+        assert caught.value.error.code == code
+    nic = clients.network.network_interfaces.begin_create_or_update(
+        "rg", "nic", {"location": "eastus", "properties": {"ipConfigurations": []}}
+    ).result()
+    clients.compute.virtual_machines.begin_create_or_update(
+        "rg", "vm", {**vm, "properties": {**vm["properties"],
+                                           "networkProfile": {"networkInterfaces": [
+                                               {"id": nic["id"]}]}}},
+    ).result()  # fmt: skip
+    with pytest.raises(HttpResponseError, match="NicInUse"):
+        clients.network.network_interfaces.begin_delete("rg", "nic").result()
+    clients.compute.virtual_machines.begin_delete("rg", "vm").result()
+    clients.network.network_interfaces.begin_delete("rg", "nic").result()
+    assert [r["name"] for r in arm.state.group_resources("rg")] == ["far"]
