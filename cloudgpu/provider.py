@@ -45,6 +45,10 @@ class Capabilities:
 
     spot: bool = False  # creates spot instances (else its spot offers are not planned)
     multi_node: bool = False  # jobs of several nodes may be placed on it
+    # A lost node of a multi-node job can be replaced alone: create() of a request that
+    # names the live group (request.group, its node_rank, num_nodes, the survivors'
+    # zone in request.offer) joins that group's placement. Else the whole group goes.
+    replace_node: bool = False
     preemption_notice: bool = False  # instances get an advance interruption notice
     notice_poll_s: float = 10.0  # preemption_notice() at most this often (config overrides)
     billing_granularity_s: int = 1  # 1 = per second, 60 = per minute, 3600 = per hour
@@ -90,7 +94,10 @@ class Provider(ABC):
     @abstractmethod
     def create(self, request: CreateRequest) -> Instance:
         """One instance of ``request.offer``. CapacityError/QuotaError when it cannot be
-        had now (the lifecycle fails over), after cleaning up anything half-made."""
+        had now (the lifecycle fails over), after cleaning up anything half-made. With
+        ``request.group`` (Capabilities.replace_node): a replacement for the lost node
+        ``request.node_rank`` of that group, made by create_nodes and still live; it
+        joins the group's placement, or CapacityError when the placement has no room."""
 
     def create_nodes(self, requests: Sequence[CreateRequest]) -> list[Instance]:
         """The nodes of one multi-node job (ranks 0..N-1), all or none. Default: create()

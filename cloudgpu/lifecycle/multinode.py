@@ -6,161 +6,49 @@
       -> outputs from rank 0 (``all_nodes`` ones from every node)
       -> teardown of every node (and the provider's group)
 
-Every command gets the rendezvous environment (:func:`rendezvous_env`): MASTER_ADDR
+Every command gets the rendezvous environment (cloudgpu.lifecycle.rendezvous): MASTER_ADDR
 (rank 0's private address), MASTER_PORT, NODE_RANK, NNODES, GPUS_PER_NODE,
 WORLD_SIZE, CLOUDGPU_NODE_IPS and CLOUDGPU_TORCHRUN, the documented way to start it::
 
     run: $CLOUDGPU_TORCHRUN train.py --data $CLOUDGPU_NVME/data
 
 The job succeeds only if every node's run exits 0. The first node to fail stops the
-others (their commands are killed) and its exit code is the job's. Losing any node
-(preemption notice, vanished) stops every node: the checkpoint is flushed from rank 0,
-every node is torn down, and a whole new group is provisioned (nodes placed together
-cannot be replaced one by one), the checkpoint restored on each node, and the run
-starts again. Nothing here knows a provider: Capabilities.multi_node and create_nodes.
+others (their commands are killed) and its exit code is the job's. Losing a node
+(preemption notice, vanished) stops every node and flushes the checkpoint from rank 0
+(synced from it while the run goes, so a rank 0 lost without notice leaves the last
+sync). Where the provider can add a node to the live group (Capabilities.replace_node)
+only the lost node goes: a new one of the same offer joins the group in the survivors'
+zone and placement, gets bootstrap, data and setup, and every node starts the run again
+from the checkpoint with a new rendezvous environment (the survivors keep their data and
+setup). Where it cannot, the replacement is refused (no room in the placement), more
+than one node is lost at once, or the preemption limit moves a ``spot: auto`` job on
+demand, the whole group goes and the next offer's group is provisioned. Nothing here
+knows a provider: Capabilities and create_nodes/create.
 """
 
 from __future__ import annotations
 
-import threading
-import zlib
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from cloudgpu.catalog.offer import Offer
+from cloudgpu.costs import billing
 from cloudgpu.errors import CloudGPUError, JobError
-from cloudgpu.lifecycle import states, watch
-from cloudgpu.lifecycle.bootstrap import INSTANCE_ENV, bootstrap
+from cloudgpu.lifecycle import faults, states, watch
+from cloudgpu.lifecycle.bootstrap import bootstrap
+from cloudgpu.lifecycle.checkpoint import Syncer
 from cloudgpu.lifecycle.collect import node_outputs
 from cloudgpu.lifecycle.deps import Deps
-from cloudgpu.lifecycle.output import Sink
-from cloudgpu.lifecycle.provision import Provisioned, provision_nodes
+from cloudgpu.lifecycle.provision import Provisioned, provision_nodes, replace_node
+from cloudgpu.lifecycle.rendezvous import master_port, on_all, rendezvous_env, run_everywhere
 from cloudgpu.lifecycle.run import JobRun, LaunchOptions
-from cloudgpu.lifecycle.stage import (
-    flush_checkpoint,
-    on_instance,
-    restore_checkpoint,
-    stage_data,
-)
+from cloudgpu.lifecycle.stage import flush_checkpoint, restore_checkpoint, stage_data
 from cloudgpu.lifecycle.teardown import teardown_instance
-from cloudgpu.provider import TAG_JOB
+from cloudgpu.provider import TAG_JOB, Capabilities
 from cloudgpu.remote import Machine
 from cloudgpu.spec.model import JobSpec
 
-PORT_BASE, PORT_SPAN = 29500, 400  # MASTER_PORT: 29500 (torch's default) and up, per job
-
-
-def master_port(job_id: str) -> int:
-    """A port for the job's rendezvous: stable per job, spread so that jobs sharing
-    hosts (sim, an owned cluster) rarely meet."""
-    return PORT_BASE + zlib.crc32(job_id.encode()) % PORT_SPAN
-
-
-def rendezvous_env(nodes: Sequence[Provisioned], rank: int, port: int) -> dict[str, str]:
-    """torchrun's variables for node ``rank`` of ``nodes`` (rank order)."""
-    addrs = [
-        n.instance.private_address or (n.instance.ssh.host if n.instance.ssh else "") for n in nodes
-    ]
-    per_node = max(1, nodes[0].offer.gpu_count)
-    nnodes = len(nodes)
-    env = {
-        "MASTER_ADDR": addrs[0],
-        "MASTER_PORT": str(port),
-        "NODE_RANK": str(rank),
-        "NNODES": str(nnodes),
-        "GPUS_PER_NODE": str(per_node),
-        "WORLD_SIZE": str(nnodes * per_node),
-        "CLOUDGPU_NODE_IPS": ",".join(addrs),
-    }
-    env["CLOUDGPU_TORCHRUN"] = (
-        f"torchrun --nnodes={nnodes} --node_rank={rank} --nproc_per_node={per_node} "
-        f"--master_addr={addrs[0]} --master_port={port}"
-    )
-    return env
-
-
-class NodeLines:
-    """One node's output to the sink, a line at a time, each prefixed ``[node R] ``."""
-
-    def __init__(
-        self, sink: Sink, rank: int, stderr: bool, tee: Callable[[bytes], None] | None = None
-    ) -> None:
-        self.sink, self.stderr, self.tee = sink, stderr, tee
-        self.prefix = f"[node {rank}] ".encode()
-        self.held = b""
-        self.lock = threading.Lock()
-
-    def __call__(self, data: bytes) -> None:
-        with self.lock:
-            data = self.held + data
-            cut = data.rfind(b"\n") + 1
-            self.held = data[cut:]
-            for line in data[:cut].splitlines(keepends=True):
-                self._emit(line)
-
-    def _emit(self, line: bytes) -> None:
-        if self.tee is not None:
-            self.tee(line)
-        self.sink.job_output(self.prefix + line, stderr=self.stderr)
-
-    def flush(self) -> None:
-        with self.lock:
-            if self.held:
-                self._emit(self.held + b"\n")
-                self.held = b""
-
-
-def run_everywhere(
-    machines: Sequence[Machine],
-    command: str,
-    envs: Sequence[Mapping[str, str]],
-    stop: threading.Event,
-    sink: Sink,
-) -> tuple[list[int], int | None]:
-    """Run ``command`` on every node at once; the first to exit non-zero (or ``stop``)
-    ends the others. Returns every node's exit status and the rank that failed first."""
-    ended = threading.Event()  # this step's own stop: the job's, or a failed node
-    rcs: list[int] = [0] * len(machines)
-    first: list[int] = []
-    lock = threading.Lock()
-
-    def one(rank: int) -> None:
-        out = NodeLines(sink, rank, False)
-        err = NodeLines(sink, rank, True)
-        try:
-            rc = machines[rank].run(
-                command, env=envs[rank], stop=ended, on_stdout=out, on_stderr=err
-            )
-        except CloudGPUError as exc:
-            sink.info(f"node {rank}: {exc}")
-            rc = 255
-        finally:
-            out.flush()
-            err.flush()
-        rcs[rank] = rc
-        if rc != 0:
-            with lock:
-                if not ended.is_set():
-                    first.append(rank)
-                    ended.set()
-
-    threads = [threading.Thread(target=one, args=(r,), daemon=True) for r in range(len(machines))]
-    for t in threads:
-        t.start()
-    while any(t.is_alive() for t in threads):
-        if stop.is_set():
-            ended.set()
-        for t in threads:
-            t.join(0.1)
-    return rcs, (first[0] if first else None)
-
-
-def on_all(nodes: Sequence[object], fn: Callable[[int], object]) -> list[object]:
-    """``fn(rank)`` for every node at once; the first failure is raised (after all end)."""
-    with ThreadPoolExecutor(max(1, len(nodes)), thread_name_prefix="cloudgpu-node") as pool:
-        futures = [pool.submit(fn, r) for r in range(len(nodes))]
-        return [f.result() for f in futures]
+__all__ = ["MultiNodeRun", "node_outputs"]
 
 
 class MultiNodeRun(JobRun):
@@ -179,53 +67,134 @@ class MultiNodeRun(JobRun):
         super().__init__(deps, job_id, job, offers, options)
         self.node_counts = dict(node_counts or {})
         self.port = master_port(job_id)
+        # Each live node's (launched, $/h) and their capabilities: what cost_now bills
+        # (nodes replaced one by one started at different times).
+        self.billed: tuple[list[tuple[float, float]], Capabilities] | None = None
 
     def count(self, offer: Offer) -> int:
         return self.node_counts.get(offer.key, self.job.num_nodes)
 
+    def cost_now(self) -> float:
+        live = self.billed
+        if live is None:
+            return self.spent
+        now = self.deps.clock()
+        nodes, caps = live
+        return self.spent + sum(billing.charge(p, at, now, caps) for at, p in nodes)
+
     def _attempts(self) -> int:
         excluded: set[str] = set()
         preemptions = 0
+        nodes: list[Provisioned] = []
+        fresh: list[int] = []  # the ranks still to prepare: bootstrap, data, setup
         while True:
-            nodes = provision_nodes(
-                self.deps, self.job_id, self.job, self.offers, public_key=self.public_key,
-                deadline=self.deadline, excluded=excluded, retry=self.opts.retry,
-                count=self.count,
-            )  # fmt: skip
-            offer = nodes[0].offer
-            self.deps.store.update_job(
-                self.job_id, provider=offer.provider, instance_type=offer.instance_type
-            )
-            recs = [self.deps.store.instance(n.record_id) for n in nodes]
-            self.live = (
-                min(r.launched_at or self.deps.clock() for r in recs),
-                sum(r.price_per_hour for r in recs),
-                nodes[0].provider.capabilities,
-            )
-            up = ", ".join(n.instance.id for n in nodes)
-            self.deps.sink.info(f"{len(nodes)} nodes up: {up}")
-            self.watcher.watch(*nodes)
-            rc = self._on_nodes(nodes, resumed=preemptions > 0)
+            if not nodes:
+                nodes = self._provision(excluded)
+                fresh = list(range(len(nodes)))
+            self._go_live(nodes)
+            rc = self._on_nodes(nodes, fresh, resumed=preemptions > 0)
             if rc is not None:
                 return rc
-            self._replace_group(nodes, excluded)
             preemptions += 1
-            if preemptions >= self.max_preemptions:
+            lost = self._lost_ranks(nodes)
+            self.deps.store.add_event(self.job_id, "preempted", self.watcher.detail)
+            at_limit = preemptions >= self.max_preemptions
+            kept = None if at_limit else self._replace_lost(nodes, lost)
+            self.watcher.reset()
+            if kept is not None:
+                nodes, fresh = kept, lost
+                continue
+            self._replace_group(nodes, lost, excluded)
+            nodes = []
+            if at_limit:
                 self._on_demand_now(preemptions, excluded)
 
-    def _replace_group(self, nodes: Sequence[Provisioned], excluded: set[str]) -> None:
-        """A node was lost: the whole group goes, and a new one is provisioned."""
-        self.deps.store.add_event(self.job_id, "preempted", self.watcher.detail)
-        self.live = None
-        for n in nodes:
-            rec = self.deps.store.instance(n.record_id)
-            cost = teardown_instance(self.deps, rec, final_state=states.I_PREEMPTED)
-            self.spent += cost
+    def _provision(self, excluded: set[str]) -> list[Provisioned]:
+        nodes = provision_nodes(
+            self.deps, self.job_id, self.job, self.offers, public_key=self.public_key,
+            deadline=self.deadline, excluded=excluded, retry=self.opts.retry,
+            count=self.count,
+        )  # fmt: skip
+        offer = nodes[0].offer
+        self.deps.store.update_job(
+            self.job_id, provider=offer.provider, instance_type=offer.instance_type
+        )
+        return nodes
+
+    def _go_live(self, nodes: Sequence[Provisioned]) -> None:
+        """Bill and watch ``nodes`` (a new group, or one with a node replaced)."""
+        recs = [self.deps.store.instance(n.record_id) for n in nodes]
+        self.billed = (
+            [(r.launched_at or self.deps.clock(), r.price_per_hour) for r in recs],
+            nodes[0].provider.capabilities,
+        )
+        up = ", ".join(n.instance.id for n in nodes)
+        self.deps.sink.info(f"{len(nodes)} nodes up: {up}")
+        self.watcher.watch(*nodes)
+
+    def _lost_ranks(self, nodes: Sequence[Provisioned]) -> list[int]:
+        """The ranks taken away: the one the watcher named, and any other the provider
+        says is gone or has a notice pending (asked once each; a failed ask counts as
+        lost: replacing a healthy node costs less than restarting on a dead one)."""
+        lost = []
+        for rank, got in enumerate(nodes):
+            if got.instance.id == self.watcher.lost_id:
+                lost.append(rank)
+                continue
+            try:
+                gone = got.provider.describe(got.instance.id).state.is_gone
+                if not gone and got.provider.capabilities.preemption_notice:
+                    gone = got.provider.preemption_notice(got.instance) is not None
+            except CloudGPUError:
+                gone = True
+            if gone:
+                lost.append(rank)
+        return lost or list(range(len(nodes)))
+
+    def _replace_lost(
+        self, nodes: Sequence[Provisioned], lost: Sequence[int]
+    ) -> list[Provisioned] | None:
+        """The group with the ``lost`` node replaced in its placement; None when that
+        cannot be (the caller replaces the whole group), its survivors untouched."""
+        caps = nodes[0].provider.capabilities
+        if not caps.replace_node or len(lost) != 1 or len(nodes) < 2:
+            return None
+        (rank,) = lost
+        gone = nodes[rank]
+        self.billed = None
+        cost = teardown_instance(
+            self.deps, self.deps.store.instance(gone.record_id), final_state=states.I_PREEMPTED
+        )
+        self.spent += cost
+        self.deps.sink.info(
+            f"node {rank} ({gone.instance.id}) gone, billed ${cost:.4f}; replacing it alone, "
+            f"{len(nodes) - 1} node(s) kept"
+        )
+        try:
+            new = replace_node(
+                self.deps, self.job_id, self.job, nodes, rank,
+                public_key=self.public_key, deadline=self.deadline(gone.offer),
+            )  # fmt: skip
+        except CloudGPUError as exc:
+            self.deps.sink.info(f"node {rank} cannot be replaced in its group: {exc}")
+            return None
+        self.deps.sink.info(f"node {rank} replaced by {new.instance.id}")
+        return [new if r == rank else got for r, got in enumerate(nodes)]
+
+    def _replace_group(
+        self, nodes: Sequence[Provisioned], lost: Sequence[int], excluded: set[str]
+    ) -> None:
+        """The whole group goes (the lost nodes as preempted), and its offer with it:
+        the next walk provisions a new group."""
+        self.billed = None
+        gone = {nodes[r].record_id for r in lost}
+        for rec in self.deps.store.instances(self.job_id, live_only=True):
+            final = states.I_PREEMPTED if rec.id in gone else states.I_TERMINATED
+            self.spent += teardown_instance(self.deps, rec, final_state=final)
         self._release({nodes[0].offer.provider})
         key = nodes[0].offer.key
         self.deps.sink.info(f"all {len(nodes)} nodes torn down; re-provisioning without {key}")
         excluded.add(key)
-        self.watcher.reset()
 
     def _release(self, provider_names: set[str]) -> None:
         """What the providers made for the group besides its nodes (an AWS placement
@@ -238,24 +207,28 @@ class MultiNodeRun(JobRun):
             except CloudGPUError as exc:
                 self.deps.sink.info(f"{name}: left for `down --orphans`: {exc}")
 
-    def _on_nodes(self, nodes: Sequence[Provisioned], resumed: bool) -> int | None:
-        """The job's exit code; None when a node was lost (the caller re-provisions)."""
+    def _on_nodes(
+        self, nodes: Sequence[Provisioned], fresh: Sequence[int], resumed: bool
+    ) -> int | None:
+        """The job's exit code; None when a node was lost (the caller replaces it).
+        Only the ``fresh`` ranks are bootstrapped, staged and set up."""
         self.state(states.BOOTSTRAPPING)
         opened: dict[int, Machine] = {}  # closed at the end even when a connect failed
+        ranks = range(len(nodes))
         try:
 
             def connect(rank: int) -> None:
                 opened[rank] = self._connect(nodes[rank])
 
-            on_all(nodes, connect)
-            machines = [opened[r] for r in range(len(nodes))]
+            on_all(ranks, connect)
+            machines = [opened[r] for r in ranks]
             # The store is this thread's: node threads only talk to their machines.
             self.state(states.STAGING)
-            on_all(nodes, lambda r: self._prepare_node(machines[r], nodes[r]))
+            on_all(fresh, lambda r: self._prepare_node(machines[r], nodes[r]))
             if resumed:
                 sink, ckpt, env = self.deps.sink, self.ckpt_local, self.deps.env
-                on_all(nodes, lambda r: restore_checkpoint(machines[r], self.job, ckpt, sink, env))
-            rc = self._commands_all(machines, nodes)
+                on_all(ranks, lambda r: restore_checkpoint(machines[r], self.job, ckpt, sink, env))
+            rc = self._commands_all(machines, nodes, fresh)
             if self.watcher.reason and self.job.checkpoint:
                 flush_checkpoint(
                     machines[0], self.job, self.ckpt_local, self.deps.sink, self.deps.env
@@ -283,46 +256,59 @@ class MultiNodeRun(JobRun):
     def _envs(
         self, machines: Sequence[Machine], nodes: Sequence[Provisioned]
     ) -> list[dict[str, str]]:
-        envs = []
-        for rank, (m, n) in enumerate(zip(machines, nodes, strict=True)):
-            env = {
-                **self.job.env,
-                "CLOUDGPU_JOB": self.job_id,
-                INSTANCE_ENV: n.instance.id,
-                "CLOUDGPU_NVME": m.nvme_path,
-                **rendezvous_env(nodes, rank, self.port),
-            }
-            if self.job.checkpoint:
-                env["CLOUDGPU_CHECKPOINT"] = on_instance(m, self.job.checkpoint)
-            envs.append(env)
-        return envs
+        return [
+            {**self.job_env(m, n), **rendezvous_env(nodes, rank, self.port)}
+            for rank, (m, n) in enumerate(zip(machines, nodes, strict=True))
+        ]
 
-    def _commands_all(self, machines: Sequence[Machine], nodes: Sequence[Provisioned]) -> int:
+    def _commands_all(
+        self, machines: Sequence[Machine], nodes: Sequence[Provisioned], fresh: Sequence[int]
+    ) -> int:
+        """Setup on the ``fresh`` ranks, then the run on every node (rank 0's checkpoint
+        synced back while it runs); the run's exit code."""
         envs = self._envs(machines, nodes)
-        for step, command in ((states.SETUP, self.job.setup), (states.RUNNING, self.job.run)):
-            if not command.strip() or self.watcher.reason:
-                continue
-            self.state(step)
-            what = "setup" if step == states.SETUP else "run"
-            self.deps.sink.info(f"{what}: starting on {len(nodes)} nodes")
-            rcs, failed = run_everywhere(machines, command, envs, self.watcher.stop, self.deps.sink)
-            if failed is None:
-                if step == states.RUNNING:
-                    return 0 if not self.watcher.reason else max(rcs)
-                continue
-            rc = rcs[failed]
-            if not self.watcher.reason:
-                self.deps.sink.info(
-                    f"{what} failed on node {failed} (exit code {rc}): stopped the other nodes"
-                )
-            if step == states.SETUP and not self.watcher.reason:
+        stop, sink = self.watcher.stop, self.deps.sink
+        if self.job.setup.strip() and fresh and not self.watcher.reason:
+            self.state(states.SETUP)
+            sink.info(f"setup: starting on {len(fresh)} node(s)")
+            rcs, failed = run_everywhere(machines, self.job.setup, envs, stop, sink, fresh)
+            if failed is not None and not self._node_lost(nodes, failed, rcs[failed], "setup"):
+                # Not a lost node: the job's own failure, unless a limit stopped it.
+                if self.watcher.reason:
+                    return rcs[failed]
                 raise JobError(
-                    f"job {self.job_id}: setup failed on node {failed} with exit code {rc}; "
-                    f"log: {self._log_path()}",
-                    exit_code=rc,
+                    f"job {self.job_id}: setup failed on node {failed} with exit code "
+                    f"{rcs[failed]}; log: {self._log_path()}",
+                    exit_code=rcs[failed],
                 )
-            return rc
-        return 0
+        if not self.job.run.strip() or self.watcher.reason:
+            return 0
+        self.state(states.RUNNING)
+        sink.info(f"run: starting on {len(nodes)} nodes")
+        with Syncer(machines[0], self.job, self.ckpt_local, sink, self.deps.env):
+            rcs, failed = run_everywhere(machines, self.job.run, envs, stop, sink)
+        if failed is None:
+            return 0 if not self.watcher.reason else max(rcs)
+        self._node_lost(nodes, failed, rcs[failed], "run")
+        return rcs[failed]
+
+    def _node_lost(self, nodes: Sequence[Provisioned], failed: int, rc: int, what: str) -> bool:
+        """After node ``failed`` ended the step: was a node taken away (then the
+        preemption path: the watcher is tripped), or did the job fail?"""
+        if self.watcher.reason:
+            return self.watcher.reason == watch.PREEMPTED
+        # A dead peer fails the others' collectives too, often before its own session
+        # reports it: every node is asked, not only the one that ended first.
+        for got in nodes:
+            state = faults.instance_lost(got, self.deps.sleep)
+            if state is not None:
+                iid = got.instance.id
+                self.watcher.trip(watch.PREEMPTED, f"instance {iid} is {state.value}", iid)
+                return True
+        self.deps.sink.info(
+            f"{what} failed on node {failed} (exit code {rc}): stopped the other nodes"
+        )
+        return False
 
     def _end(self, keep: bool) -> None:
         super()._end(keep)

@@ -15,7 +15,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cloudgpu.batch import BatchJob
 from cloudgpu.catalog.offer import Offer, describe_offer
@@ -52,6 +52,7 @@ class Provisioned:
     instance: Instance
     offer: Offer
     deadline: float  # unix seconds: armed on the instance, its expiry tag
+    group: str = ""  # a multi-node job's group (CreateRequest.group), "" for one node
 
 
 @dataclass(frozen=True)
@@ -193,64 +194,123 @@ def _attempt(
     batch: BatchJob | None = None,
 ) -> list[Provisioned]:
     provider = deps.provider(offer.provider)
-    # The lease says a client holds the instance: renewed while the lifecycle runs where
-    # the provider can update tags, else good until the instance's own deadline.
-    lease = deps.clock() + LEASE_S if provider.capabilities.lease_tags else deadline
     group = f"cg-{uuid.uuid4().hex[:10]}" if n > 1 else ""
-    requests = []
-    for rank in range(n):
+    node = _Node(job_id, job, n, group, public_key, deadline)
+    requests = [
+        node.request(deps, offer, provider, rank, batch if provider.capabilities.batch else None)
+        for rank in range(n)
+    ]
+    try:
+        made = provider.create_nodes(requests) if n > 1 else [provider.create(requests[0])]
+    except (CapacityError, QuotaError):
+        _refused(deps, requests)
+        raise
+    nodes = [
+        _created(deps, job_id, r.tags[TAG_INSTANCE], provider, inst, offer, deadline, group)
+        for r, inst in zip(requests, made, strict=True)
+    ]
+    _running(deps, nodes, f"{n} x {offer.instance_type}" if n > 1 else "")
+    return nodes
+
+
+def replace_node(
+    deps: Deps,
+    job_id: str,
+    job: JobSpec,
+    nodes: Sequence[Provisioned],
+    rank: int,
+    *,
+    public_key: str,
+    deadline: float,
+) -> Provisioned:
+    """A new node for the lost ``rank`` of ``nodes`` (a group create_nodes made, whose
+    other nodes live on): the same offer, in the survivors' zone, joining the group's
+    placement (Capabilities.replace_node). CapacityError/QuotaError when it cannot be
+    had, or will not run: nothing of it is left billing."""
+    lost = nodes[rank]
+    survivor = next(g for r, g in enumerate(nodes) if r != rank)
+    where = replace(lost.offer, zone=survivor.instance.zone or lost.offer.zone)
+    node = _Node(job_id, job, len(nodes), lost.group, public_key, deadline)
+    request = node.request(deps, where, lost.provider, rank, None)
+    try:
+        inst = lost.provider.create(request)
+    except (CapacityError, QuotaError):
+        _refused(deps, [request])
+        raise
+    rec_id = request.tags[TAG_INSTANCE]
+    got = _created(deps, job_id, rec_id, lost.provider, inst, lost.offer, deadline, lost.group)
+    _running(deps, [got], f"node {rank}'s replacement")
+    return got
+
+
+@dataclass(frozen=True)
+class _Node:
+    """What every node request of one group shares."""
+
+    job_id: str
+    job: JobSpec
+    n: int
+    group: str
+    public_key: str
+    deadline: float
+
+    def request(
+        self, deps: Deps, offer: Offer, provider: Provider, rank: int, batch: BatchJob | None
+    ) -> CreateRequest:
+        """Node ``rank``'s request, its record stored first (state ``requested``), so a
+        crash at any moment leaves what `down --orphans` looks for."""
+        # The lease says a client holds the instance: renewed while the lifecycle runs
+        # where the provider can update tags, else good until the instance's deadline.
+        lease = deps.clock() + LEASE_S if provider.capabilities.lease_tags else self.deadline
         rec_id = f"i-{uuid.uuid4().hex[:10]}"
         tags = {
-            TAG_JOB: job_id,
+            TAG_JOB: self.job_id,
             TAG_OWNER: deps.owner,
-            TAG_EXPIRES: str(int(deadline)),
+            TAG_EXPIRES: str(int(self.deadline)),
             TAG_INSTANCE: rec_id,
             TAG_LEASE: str(int(lease)),
         }
         token = uuid.uuid4().hex
-        kept = {**tags, NODE_RANK_TAG: str(rank)} if n > 1 else tags
-        deps.store.add_instance(_record(job_id, offer, rec_id, token, kept))
-        requests.append(
-            CreateRequest(
-                offer=offer,
-                name=f"{job_id}-{rec_id[2:8]}",
-                tags=tags,
-                ssh_public_key=public_key,
-                image=job.resources.image,
-                disk_gb=job.resources.disk_gb,
-                deadline=deadline,
-                idempotency_token=token,
-                batch=batch if provider.capabilities.batch else None,
-                group=group,
-                node_rank=rank,
-                num_nodes=n,
-            )
+        kept = {**tags, NODE_RANK_TAG: str(rank)} if self.n > 1 else tags
+        deps.store.add_instance(_record(self.job_id, offer, rec_id, token, kept))
+        return CreateRequest(
+            offer=offer,
+            name=f"{self.job_id}-{rec_id[2:8]}",
+            tags=tags,
+            ssh_public_key=self.public_key,
+            image=self.job.resources.image,
+            disk_gb=self.job.resources.disk_gb,
+            deadline=self.deadline,
+            idempotency_token=token,
+            batch=batch,
+            group=self.group,
+            node_rank=rank,
+            num_nodes=self.n,
         )
-    try:
-        made = provider.create_nodes(requests) if n > 1 else [provider.create(requests[0])]
-    except (CapacityError, QuotaError):
-        # The contract: a failed create cleaned up after itself; nothing is billing.
-        for r in requests:
-            deps.store.update_instance(
-                r.tags[TAG_INSTANCE], state=states.I_TERMINATED, terminated_at=deps.clock()
-            )
-        raise
-    nodes = [
-        _created(deps, job_id, r.tags[TAG_INSTANCE], provider, inst, offer, deadline)
-        for r, inst in zip(requests, made, strict=True)
-    ]
+
+
+def _refused(deps: Deps, requests: Sequence[CreateRequest]) -> None:
+    """The contract: a failed create cleaned up after itself; nothing is billing."""
+    for r in requests:
+        deps.store.update_instance(
+            r.tags[TAG_INSTANCE], state=states.I_TERMINATED, terminated_at=deps.clock()
+        )
+
+
+def _running(deps: Deps, nodes: Sequence[Provisioned], group: str) -> None:
+    """Wait until every node runs. Where one will not and ``group`` names them (more
+    than one node, or a replacement), all of them go (verified, spend recorded) and it
+    is a CapacityError: the caller moves on."""
     try:
         for got in nodes:
             got.instance = wait_running(deps, got)
     except ProviderError as exc:
-        if n == 1:
+        if not group:
             raise
-        # One node that will not run fails the whole group: the others go too (verified,
-        # spend recorded), and the walk moves on to the next offer.
         for got in nodes:
             teardown_instance(deps, deps.store.instance(got.record_id))
-        raise CapacityError(f"{n} x {offer.instance_type}: {exc}", provider=offer.provider) from exc
-    return nodes
+        provider = nodes[0].offer.provider
+        raise CapacityError(f"{group}: {exc}", provider=provider) from exc
 
 
 def _created(
@@ -261,6 +321,7 @@ def _created(
     inst: Instance,
     offer: Offer,
     deadline: float,
+    group: str = "",
 ) -> Provisioned:
     deps.store.update_instance(
         rec_id,
@@ -272,7 +333,7 @@ def _created(
         price_per_hour=inst.price_per_hour or offer.price_per_hour,
     )
     deps.store.add_event(job_id, "instance_created", f"{inst.id} ({offer.key})", rec_id)
-    return Provisioned(rec_id, provider, inst, offer, deadline)
+    return Provisioned(rec_id, provider, inst, offer, deadline, group)
 
 
 def _record(

@@ -384,16 +384,8 @@ class JobRun:
     def _commands(self, machine: Machine, got: Provisioned) -> tuple[int, Machine]:
         """Setup, then run; (the run's exit code, the machine: a new connection if the
         first one dropped while the job ran on)."""
-        env = {
-            **self.job.env,
-            "CLOUDGPU_JOB": self.job_id,
-            INSTANCE_ENV: got.instance.id,
-            "CLOUDGPU_NVME": machine.nvme_path,
-            metrics.METRICS_ENV: metrics.metrics_path(machine),
-        }
+        env = {**self.job_env(machine, got), metrics.METRICS_ENV: metrics.metrics_path(machine)}
         tap = metrics.MetricsTap(self.deps.sink.job_output)  # the job's reported speed
-        if self.job.checkpoint:
-            env["CLOUDGPU_CHECKPOINT"] = on_instance(machine, self.job.checkpoint)
         for step, command in ((states.SETUP, self.job.setup), (states.RUNNING, self.job.run)):
             if not command.strip() or self.watcher.reason:
                 continue
@@ -411,6 +403,18 @@ class JobRun:
                     self._record_speed(machine, got, tap, env[metrics.METRICS_ENV])
                 return rc, machine
         return 0, machine
+
+    def job_env(self, machine: Machine, got: Provisioned) -> dict[str, str]:
+        """What every command of the job gets on ``got``'s machine."""
+        env = {
+            **self.job.env,
+            "CLOUDGPU_JOB": self.job_id,
+            INSTANCE_ENV: got.instance.id,
+            "CLOUDGPU_NVME": machine.nvme_path,
+        }
+        if self.job.checkpoint:
+            env["CLOUDGPU_CHECKPOINT"] = on_instance(machine, self.job.checkpoint)
+        return env
 
     def _step(
         self,

@@ -49,6 +49,7 @@ class Watcher:
         self.stop = threading.Event()
         self.reason: str | None = None
         self.detail = ""
+        self.lost_id = ""  # the instance a PREEMPTED trip names, where it names one
         self._targets: list[Provisioned] = []  # every node of the job (rank 0 first)
         self._notice_asked = float("-inf")  # when preemption_notice() was last called
         self._done = threading.Event()
@@ -80,7 +81,7 @@ class Watcher:
     def reset(self) -> None:
         """Clear a handled preemption; nothing is watched until the next watch()."""
         self._targets = []
-        self.reason, self.detail = None, ""
+        self.reason, self.detail, self.lost_id = None, "", ""
         self.stop.clear()
 
     def notice(self, at: float, detail: str) -> None:
@@ -98,9 +99,9 @@ class Watcher:
         who = t.instance.id if t is not None else "the instance"
         self.deps.sink.info(f"{who}: {detail}: interruption risk is up, still running")
 
-    def trip(self, reason: str, detail: str) -> None:
+    def trip(self, reason: str, detail: str, lost_id: str = "") -> None:
         if self.reason is None:
-            self.reason, self.detail = reason, detail
+            self.reason, self.detail, self.lost_id = reason, detail, lost_id
             self.deps.sink.info(detail)
             self.stop.set()
 
@@ -147,13 +148,12 @@ class Watcher:
                 at = t.provider.preemption_notice(t.instance)
                 if at is not None:
                     left = max(0.0, at - now)
-                    self.trip(
-                        PREEMPTED, f"spot preemption notice for {t.instance.id} (in {left:.0f} s)"
-                    )
+                    iid = t.instance.id
+                    self.trip(PREEMPTED, f"spot preemption notice for {iid} (in {left:.0f} s)", iid)
                     return
         for t in targets if describe else ():
             if t.provider.describe(t.instance.id).state.is_gone:
-                self.trip(PREEMPTED, f"instance {t.instance.id} vanished")
+                self.trip(PREEMPTED, f"instance {t.instance.id} vanished", t.instance.id)
                 return
 
     def _may_ask(self, provider: Provider, now: float) -> bool:

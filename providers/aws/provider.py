@@ -69,6 +69,7 @@ class AWSProvider(Provider):
         startup_s=240.0,  # create -> ready: VM boot, SSH, driver and image setup
         spot=True,
         multi_node=True,  # nodes in a cluster placement group, EFA where the type has it
+        replace_node=True,  # run_instances into the job's live placement group
         preemption_notice=True,  # on the instance: IMDSv2 spot/instance-action
         billing_granularity_s=1,
         minimum_billed_s=60,  # Linux instances: per second, one-minute minimum

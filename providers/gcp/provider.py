@@ -73,6 +73,7 @@ class GCPProvider(Provider):
         minimum_billed_s=60,
         disposable=True,  # a fresh VM per job, deleted at teardown
         multi_node=True,  # one zone, a compact placement policy where the series takes one
+        replace_node=True,  # insert into the group's zone, naming its live policy
     )
 
     def __init__(self, ctx: Any) -> None:

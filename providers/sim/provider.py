@@ -14,7 +14,10 @@ Config keys (all optional): boot_delay (s), capacity (table: instance type -> ma
 instances), default_capacity, preempt_after (s after launch for spot instances),
 preempt_notice (s of advance notice, default 120), nvme_tmpfs_mb (size-limited /nvme),
 namespaces (false: plain processes, /nvme exported as a path), offers (list of tables),
-max_lifetime (s; instances created without a deadline stop after it, default 24 h).
+max_lifetime (s; instances created without a deadline stop after it, default 24 h),
+group_spares (replacement nodes one multi-node group takes once its first nodes are
+made; past it a replacement gets CapacityError, as a full cluster placement group
+answers; default no limit).
 """
 
 from __future__ import annotations
@@ -72,11 +75,13 @@ class SimProvider(Provider):
         "preempt_notice": seconds(), "nvme_tmpfs_mb": count(0, 10_000_000),
         "namespaces": FLAG, "max_lifetime": seconds(365 * 86_400), "poll_s": seconds(600),
         "offers": ListOf(Block(OFFER_KEYS, required=OFFER_REQUIRED)),
+        "group_spares": count(0, 100_000),
     }  # fmt: skip
     capabilities: ClassVar[Capabilities] = Capabilities(
         startup_s=5.0,  # create -> ready: an sshd on loopback
         spot=True,
         multi_node=True,  # instances share this host's loopback: they reach each other
+        replace_node=True,  # a lost node's replacement joins its group (group_spares)
         preemption_notice=True,
         notice_poll_s=0.0,  # its notice is a local file: read it every watch poll
         billing_granularity_s=1,
@@ -154,6 +159,7 @@ class SimProvider(Provider):
                     if st.get("idempotency_token") == request.idempotency_token:
                         return self._instance(d, st)
             self._check_capacity(request.offer)
+            self._check_group(request)
             d = self.root / f"sim-{uuid.uuid4().hex[:12]}"
             d.mkdir(parents=True)
             try:
@@ -175,6 +181,21 @@ class SimProvider(Provider):
                 f"{used} of {limit} in use",
                 provider=NAME,
                 hint="try another instance type or region",
+            )
+
+    def _check_group(self, request: CreateRequest) -> None:
+        """A node made into a group that had all its nodes already is a replacement:
+        refused past ``group_spares`` of them."""
+        spares = self.ctx.config.get("group_spares")
+        if not request.group or spares is None:
+            return
+        made = sum(1 for _, st in self._records() if st.get("group") == request.group)
+        if made >= request.num_nodes + int(self._num("group_spares", 0)):
+            raise CapacityError(
+                f"no capacity for {request.offer.instance_type} in placement group "
+                f"{request.group}: {made - request.num_nodes} replacement(s) made, "
+                f"group_spares {spares}",
+                provider=NAME,
             )
 
     def _launch(self, d: Path, request: CreateRequest) -> Instance:
@@ -215,6 +236,8 @@ class SimProvider(Provider):
             "offer": request.offer.to_dict(),
             "market": request.offer.market,
             "tags": dict(request.tags),
+            "group": request.group,
+            "node_rank": request.node_rank,
             "state": inst.PENDING,
             "reason": "",
             "port": port,
@@ -361,5 +384,6 @@ class SimProvider(Provider):
                 "reason": st.get("reason", ""),
                 "preempt_at": st.get("preempt_at"),
                 "dir": str(d),
+                "group": st.get("group", ""),
             },
         )

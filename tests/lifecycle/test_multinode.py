@@ -6,9 +6,7 @@ every node down, all-or-nothing provisioning against capacity limits, and the pi
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,13 +14,14 @@ import pytest
 
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.offer import Offer
-from cloudgpu.lifecycle.multinode import NodeLines, master_port, node_outputs, rendezvous_env
+from cloudgpu.lifecycle.multinode import node_outputs
 from cloudgpu.lifecycle.provision import Provisioned
+from cloudgpu.lifecycle.rendezvous import NodeLines, master_port, rendezvous_env
 from cloudgpu.planner import plan
 from cloudgpu.provider import Instance, InstanceState
 from cloudgpu.spec import load_job
-from tests.lifecycle.helpers import job_file, main_exit, status_json, store, wait_for
-from tests.lifecycle.test_sim_e2e import configure, job_state, live_sim, offer, sim, sweep
+from tests.lifecycle.helpers import job_file, main_exit, status_json
+from tests.lifecycle.test_sim_e2e import configure, live_sim, offer, sweep
 
 __all__ = ["sweep"]  # every test ends with no sim instance left
 
@@ -303,61 +302,3 @@ def test_planner_chooses_within_a_range_by_cost_time_and_interconnect(tmp_path: 
     assert picks("", "cheapest") == [("eth8", 1), ("p5.48xlarge", 1)]
     assert picks("", "fastest") == [("p5.48xlarge", 4), ("eth8", 4)]
     assert picks("limits: {max_runtime: 10h}\n", "cheapest") == [("p5.48xlarge", 4)]
-
-
-MN_RESUMABLE = """
-name: mn-resume
-num_nodes: 2
-resources: {gpu: L4, spot: auto}
-checkpoint: /nvme/ckpt
-run: |
-  mkdir -p $CLOUDGPU_NVME/ckpt $CLOUDGPU_NVME/out
-  step=$(cat $CLOUDGPU_NVME/ckpt/step 2>/dev/null || echo 0)
-  echo "starting at step $step"
-  while [ "$step" -lt 30 ]; do
-    step=$((step + 1))
-    if [ "$NODE_RANK" = 0 ]; then echo "$step" > $CLOUDGPU_NVME/ckpt/step; fi
-    sleep 0.2
-  done
-  if [ "$NODE_RANK" = 0 ]; then echo "done at $step" > $CLOUDGPU_NVME/out/result.txt; fi
-outputs:
-  - {src: /nvme/out, dst: ./results}
-"""
-
-
-@pytest.mark.slow
-def test_one_node_preempted_replaces_the_group_from_rank0s_checkpoint(
-    tmp_path: Path, cloudgpu_home: Path
-) -> None:
-    configure(cloudgpu_home, [offer("sim.spot", 0.3, "spot"), offer("sim.od", 0.9)])
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cloudgpu", "launch", str(job_file(tmp_path, MN_RESUMABLE)),
-         "--yes"],
-        env={**os.environ, "CLOUDGPU_HOME": str(cloudgpu_home)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        wait_for(lambda: len(sim(cloudgpu_home).list_instances({})) == 2, 120, "two nodes")
-        wait_for(lambda: job_state(cloudgpu_home) == "running", 120, "running")
-        nodes = sim(cloudgpu_home).list_instances({})
-        ckpt = [Path(n.extra["dir"]) / "nvme" / "ckpt" / "step" for n in nodes]
-        wait_for(lambda: any(c.exists() and int(c.read_text() or 0) >= 3 for c in ckpt),
-                 what="progress on rank 0")  # fmt: skip
-        rank1 = next(n for n, c in zip(nodes, ckpt, strict=True) if not c.exists())
-        sim(cloudgpu_home).preempt(rank1.id, notice=3.0)  # the node WITHOUT the checkpoint
-        out_b, err_b = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    out, err = out_b.decode(), err_b.decode()
-    assert proc.returncode == 0, err
-    assert f"spot preemption notice for {rank1.id}" in err
-    assert "all 2 nodes torn down; re-provisioning without" in err
-    starts = sorted(int(ln.split()[-1]) for ln in out.splitlines() if "starting at" in ln)
-    assert starts[:2] == [0, 0] and len(starts) == 4 and all(3 <= s < 30 for s in starts[2:])
-    assert (tmp_path / "results" / "result.txt").read_text() == "done at 30\n"
-    rec = store(cloudgpu_home).jobs()[0]
-    kinds = sorted((i.market, i.state) for i in store(cloudgpu_home).instances(rec.id))
-    assert kinds == [("on_demand", "terminated")] * 2 + [("spot", "preempted")] * 2
-    assert live_sim(cloudgpu_home) == []
