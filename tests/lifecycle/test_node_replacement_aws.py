@@ -7,7 +7,6 @@ group: tests/lifecycle/test_node_replacement.py)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +22,11 @@ from cloudgpu.provider import TAG_JOB
 from cloudgpu.spec.model import JobSpec
 from cloudgpu.state.store import Store
 from tests.lifecycle.helpers import Lines
-from tests.providers.aws_fixtures.servers import capacity_proxy, moto_server
-from tests.providers.aws_fixtures.setup import ec2_client, make_provider, offer, register_dlami
+from tests.providers.aws_fixtures.account import moto_url
+from tests.providers.aws_fixtures.servers import capacity_proxy, url_of
+from tests.providers.aws_fixtures.setup import ec2_client, make_provider, offer
 
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    with moto_server() as url:
-        register_dlami(url)
-        yield url
+__all__ = ["moto_url"]  # the fixture, imported for pytest
 
 
 def _placement(endpoint: str, ids: list[str]) -> list[dict[str, Any]]:
@@ -44,7 +39,7 @@ def test_the_replacement_joins_the_live_cluster_placement_group(
     moto_url: str, paths: Paths, tmp_path: Path
 ) -> None:
     with capacity_proxy(moto_url) as proxy:
-        endpoint = f"http://127.0.0.1:{proxy.server_address[1]}"
+        endpoint = url_of(proxy)
         prov = make_provider(endpoint, paths, str(tmp_path))
         store = Store.open(tmp_path / "state.db")
         deps = Deps(store, lambda _: prov, paths, Lines(), "tester", connect=lambda *a, **k: None)
