@@ -10,6 +10,7 @@ import difflib
 from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
+from typing import Any
 
 from cloudgpu.config import Config
 from cloudgpu.errors import CloudGPUError, ConfigError
@@ -18,6 +19,11 @@ from cloudgpu.provider import Capabilities, Provider, ProviderContext
 from cloudgpu.spec.fields import Block, ListOf, Node, number, text
 
 GROUP = "cloudgpu.providers"
+# Providers a what-if (`plan --all-providers`) asks for their own offers even when neither
+# the job nor the config names them: they list them with no SDK, network or account (the
+# built-in local: this machine). A plugin declares it with a second entry point of the
+# same name in this group; it is read from package metadata, so nothing is imported.
+WHATIF_GROUP = "cloudgpu.whatif"
 # Keys every [providers.NAME] table may hold, whatever the provider declares: the core
 # reads them itself (regions: only that provider's offers in these regions are used).
 COMMON_KEYS: dict[str, Node] = {
@@ -28,8 +34,19 @@ COMMON_KEYS: dict[str, Node] = {
 
 
 @cache
+def _group(group: str) -> dict[str, EntryPoint]:
+    """One entry-point group; every group is read in one pass over the metadata."""
+    return {ep.name: ep for ep in _every_entry_point().select(group=group)}
+
+
+@cache
+def _every_entry_point() -> Any:
+    # Python 3.11 returns a SelectableGroups, later ones EntryPoints: both select(group=).
+    return entry_points()
+
+
 def _entry_points() -> dict[str, EntryPoint]:
-    return {ep.name: ep for ep in entry_points(group=GROUP)}
+    return _group(GROUP)
 
 
 class Registry:
@@ -51,6 +68,11 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(set(_entry_points()) | set(self._extra))
+
+    def whatif_names(self) -> list[str]:
+        """Installed providers that declare themselves worth asking in a what-if
+        (:data:`WHATIF_GROUP`), read from metadata without importing them."""
+        return sorted(set(_group(WHATIF_GROUP)) & set(self.names()))
 
     def provider_class(self, name: str) -> type[Provider]:
         if name in self._extra:

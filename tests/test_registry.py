@@ -3,6 +3,8 @@ the one lookup of what a provider declares."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import ClassVar
 
@@ -49,3 +51,23 @@ def test_capabilities_come_from_the_class_and_default_for_an_unknown_plugin(
     assert registry.capabilities("hourly") is Hourly.capabilities
     assert registry.capabilities("brokencloud") == Capabilities()  # its SDK import fails
     assert registry.capabilities("no-such-cloud") == Capabilities()
+
+
+def test_whatif_providers_are_declared_in_metadata_and_read_without_importing_them(
+    tmp_path: Path,
+) -> None:
+    """`plan --all-providers` asks the declared ones (cloudgpu.whatif entry points);
+    finding them must load no plugin (ssh would import paramiko)."""
+    code = (
+        "import sys\n"
+        "from cloudgpu.registry import Registry\n"
+        "print(Registry(None, None, {}).whatif_names())\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('cloudgpu.builtin', "
+        "'cloudgpu_providers', 'paramiko'))))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert run.stdout.splitlines() == ["['local']", "[]"], run.stdout + run.stderr
+    app = fake_app(tmp_path / "home")
+    assert app.registry.whatif_names() == []  # only installed providers count

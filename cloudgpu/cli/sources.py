@@ -44,6 +44,7 @@ def offer_sources(app: App) -> OfferSources:
         provider_regions=app.config.provider_regions(),
         default_providers=tuple(default) if isinstance(default, list) else (),
         configured=tuple(app.config.data.get("providers", {})),
+        whatif=app.registry.whatif_names(),
     )
 
 

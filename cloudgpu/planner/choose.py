@@ -43,6 +43,8 @@ class OfferSources:
     provider_regions: Mapping[str, Sequence[str]] = field(default_factory=dict)
     default_providers: Sequence[str] = ()  # [defaults] providers in config.toml
     configured: Sequence[str] = ()  # providers with a [providers.NAME] table
+    # Providers a what-if asks even unnamed (declared in metadata: Registry.whatif_names).
+    whatif: Sequence[str] = ()
     # A plugin's capabilities by name (its class; default: ask an instance).
     capabilities: Callable[[str], Capabilities] | None = None
 
@@ -169,9 +171,10 @@ def buyable(
 
 def _worth_asking(name: str, job: JobSpec, sources: OfferSources) -> bool:
     """In a what-if, a provider without a catalog table (ssh, sim) is asked for its own
-    machines only when the job names it, the config has a table for it, or it is this
-    machine: loading the others (ssh imports paramiko) would cost more than the plan."""
-    return name in job.resources.providers or name in sources.configured or name == "local"
+    machines only when the job names it, the config has a table for it, or it declares
+    them cheap to list (local: this machine): loading the others (ssh imports paramiko)
+    would cost more than the plan."""
+    return name in job.resources.providers or name in sources.configured or name in sources.whatif
 
 
 def plan_job(

@@ -104,8 +104,30 @@ def test_default_is_what_launch_can_use_all_providers_is_the_whole_catalog() -> 
     got = gather_offers(job(), sources())
     assert {o.provider for o in got.offers} == {"aws", "local"}  # gcp is not enabled
     assert got.notes == ["gcp: no credentials"]
-    what_if = gather_offers(job(), sources(), all_providers=True)
+    what_if = gather_offers(job(), sources(whatif=["local"]), all_providers=True)
     assert {o.provider for o in what_if.offers} == {"aws", "gcp", "local"}
+
+
+class _Boxes(_Fake):
+    name = "boxes"  # its own machines, no catalog table: like local, under another name
+    own: ClassVar[list[Offer]] = [offer("boxes", "box-1", "", 0, 0, 0.0)]
+
+
+def test_a_what_if_asks_an_unnamed_provider_only_when_it_declares_itself_cheap() -> None:
+    """The declaration (entry-point metadata, Registry.whatif_names) decides, never a
+    provider's name: undeclared, neither local nor boxes is loaded for a what-if."""
+    asked: list[str] = []
+    ctx = ProviderContext(config={}, paths=None, env={})  # type: ignore[arg-type]
+
+    def provider(name: str) -> Provider:
+        asked.append(name)
+        return {"local": _Local, "boxes": _Boxes}[name](ctx)
+
+    mine = {"provider_names": ["boxes", "local"], "provider": provider}
+    quiet = gather_offers(job(), sources(**mine), all_providers=True)
+    assert asked == [] and {o.provider for o in quiet.offers} == {"aws", "gcp"}
+    loud = gather_offers(job(), sources(**mine, whatif=["boxes"]), all_providers=True)
+    assert asked == ["boxes"] and {o.provider for o in loud.offers} == {"aws", "gcp", "boxes"}
 
 
 def test_defaults_providers_and_unknown_names() -> None:
