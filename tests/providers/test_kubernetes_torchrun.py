@@ -6,31 +6,22 @@ IP as the rendezvous, the all_reduce's sum checked, rank 0's outputs back, all d
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.fixtures.kubernetes.apiserver import FakeKubeAPI
 from tests.fixtures.kubernetes.cluster import can_run
-from tests.lifecycle.helpers import job_file, main_exit, status_json
-from tests.lifecycle.test_multinode import ALLREDUCE, HAS_TORCH, NO_TORCH, VENV_BIN
+from tests.lifecycle.helpers import main_exit, status_json
+from tests.providers.test_kubernetes import api
+from tests.torchrun_job import HAS_TORCH, NO_TORCH, torch_job
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(can_run() is not None, reason=str(can_run())),
     pytest.mark.skipif(not HAS_TORCH, reason=NO_TORCH),
 ]
-
-
-@pytest.fixture
-def api(tmp_path: Path) -> Iterator[FakeKubeAPI]:
-    fake = FakeKubeAPI(tmp_path / "kubelet")
-    fake.start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
+__all__ = ["api"]  # the fixture, imported for pytest
 
 
 def test_torchrun_across_two_pods_of_an_indexed_job(
@@ -43,25 +34,7 @@ def test_torchrun_across_two_pods_of_an_indexed_job(
         "[providers.local]\nenabled = false\n[providers.kubernetes]\nenabled = true\n"
         f"kubeconfig = {json.dumps(str(kubeconfig))}\nprice_per_gpu_hour = 0.8\n"
     )
-    (tmp_path / "code").mkdir()
-    (tmp_path / "code" / "allreduce.py").write_text(ALLREDUCE)
-    job = job_file(
-        tmp_path,
-        f"""
-name: ddp-k8s
-num_nodes: 2
-resources: {{gpu: "L4:1", providers: [kubernetes]}}
-data:
-  - {{src: ./code, dst: /nvme/code}}
-env:
-  PATH: {VENV_BIN}:/usr/local/bin:/usr/bin:/bin
-  GLOO_SOCKET_IFNAME: lo
-run: $CLOUDGPU_TORCHRUN $CLOUDGPU_NVME/code/allreduce.py
-outputs:
-  - {{src: /nvme/out, dst: ./results}}
-limits: {{max_runtime: 10m}}
-""",
-    )
+    job = torch_job(tmp_path, 2, resources='{gpu: "L4:1", providers: [kubernetes]}', name="ddp-k8s")
     code, out, err = main_exit(["launch", str(job), "--yes"])
     assert code == 0, err
     result = json.loads((tmp_path / "results" / "result.json").read_text())

@@ -23,7 +23,7 @@ from cloudgpu.remote import connect
 from cloudgpu.testing import ProviderContract
 from tests.fixtures.slurm import SlurmCluster, slurm_cluster
 from tests.lifecycle.helpers import TEMPLATES, job_file, main_exit, store, wait_for
-from tests.lifecycle.test_multinode import ALLREDUCE, VENV_BIN
+from tests.torchrun_job import NO_TORCHRUN, torch_job
 
 __all__ = ["slurm_cluster"]  # the session fixture, imported for pytest
 
@@ -268,35 +268,14 @@ def test_launch_on_slurm_stages_runs_collects_and_cancels(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    shutil.which("torchrun", path=VENV_BIN) is None,
-    reason="torch (the test extra) is not installed",
-)
+@pytest.mark.skipif(bool(NO_TORCHRUN), reason=NO_TORCHRUN)
 def test_torchrun_across_two_slurm_nodes(
     tmp_path: Path, cloudgpu_home: Path, slurm_cluster: SlurmCluster
 ) -> None:
     """Real torchrun (gloo) on both nodes of one Slurm job, each node's run an srun step,
     the all_reduce's sum checked, outputs from rank 0, the job cancelled after."""
     write_launch_config(cloudgpu_home, slurm_cluster)
-    (tmp_path / "code").mkdir()
-    (tmp_path / "code" / "allreduce.py").write_text(ALLREDUCE)
-    job = job_file(
-        tmp_path,
-        f"""
-name: ddp-slurm
-num_nodes: 2
-resources: {{gpu: "L4:1", providers: [slurm]}}
-data:
-  - {{src: ./code, dst: /nvme/code}}
-env:
-  PATH: {VENV_BIN}:/usr/local/bin:/usr/bin:/bin
-  GLOO_SOCKET_IFNAME: lo
-run: $CLOUDGPU_TORCHRUN $CLOUDGPU_NVME/code/allreduce.py
-outputs:
-  - {{src: /nvme/out, dst: ./results}}
-limits: {{max_runtime: 10m}}
-""",
-    )
+    job = torch_job(tmp_path, 2, resources='{gpu: "L4:1", providers: [slurm]}', name="ddp-slurm")
     code, out, err = main_exit(["launch", str(job), "--yes"])
     assert code == 0, err
     assert "2 x slurm gpu:l4:1" in err
