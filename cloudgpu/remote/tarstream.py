@@ -27,7 +27,7 @@ from typing import IO, cast
 from cloudgpu.errors import RemoteError
 from cloudgpu.remote import syncdest, syncwire
 from cloudgpu.remote.machine import ExcludeFn, ProgressFn, TransferStats
-from cloudgpu.remote.transfer import OpenStream, Stream
+from cloudgpu.remote.transfer import OpenStream, Stream, put_failed
 
 BLOCK = 1 << 20
 
@@ -129,11 +129,7 @@ def put(
                 elif info.isdir() or info.issym():
                     tar.addfile(info)
     except OSError as exc:
-        s.close_write()
-        status, err = s.finish()
-        if status != 0:  # the remote end failed first (no space...): its reason wins
-            raise _fail("put", remote, status, err) from exc
-        raise RemoteError(f"put {local}: {exc.strerror or exc}") from exc
+        raise put_failed(s, local, remote, exc, _fail) from exc
     s.close_write()
     while s.read(BLOCK):
         pass

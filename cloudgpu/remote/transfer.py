@@ -66,6 +66,9 @@ class TransportFailed(ConnectionLost):
     agent: the caller may retry over another transport."""
 
 
+FailFn = Callable[[str, str, int, str], RemoteError]  # (op, remote, status, stderr)
+
+
 def _fail(op: str, remote: str, status: int, err: str) -> RemoteError:
     line = err.strip().splitlines()[-1] if err.strip() else f"exit status {status}"
     if status < 0 and not err.strip():  # paramiko's -1: the channel died without one
@@ -82,6 +85,18 @@ def _fail(op: str, remote: str, status: int, err: str) -> RemoteError:
     if status == syncwire.EXIT_INTEGRITY:
         return RemoteError(f"{op} {remote}: {line}", hint="run the sync again; it resends")
     return RemoteError(f"{op} {remote}: {line}")
+
+
+def put_failed(
+    s: Stream, local: Path, remote: str, exc: OSError, fail: FailFn = _fail
+) -> RemoteError:
+    """Reading ``local`` or writing the stream failed mid-put: the stream is ended, and
+    the remote end's own reason wins when it failed first (disk full...)."""
+    s.close_write()
+    status, err = s.finish()
+    if status != 0:
+        return fail("put", remote, status, err)
+    return RemoteError(f"put {local}: {exc.strerror or exc}")
 
 
 def _read_all(s: Stream) -> bytes:
@@ -204,11 +219,7 @@ def _send(
         s.finish()
         raise RemoteError(f"put {local}: {exc}") from exc
     except OSError as exc:
-        s.close_write()
-        status, err = s.finish()
-        if status != 0:  # the remote end failed first (disk full...): its reason wins
-            raise _fail("put", remote, status, err) from exc
-        raise RemoteError(f"put {local}: {exc.strerror or exc}") from exc
+        raise put_failed(s, local, remote, exc) from exc
     s.close_write()
     out = _read_all(s)
     status, err = s.finish()

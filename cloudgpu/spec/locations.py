@@ -56,12 +56,28 @@ SOURCE_FORMS = (
 )
 
 
-def _source(value: Any) -> str:
+def _location(value: Any, forms: str) -> str:
+    """``value`` as a location's text: a string, not blank, not too long."""
     if not isinstance(value, str) or not value.strip():
         got = "nothing" if value == "" or value is None else shown(value)
-        raise ValueError(f"expected {SOURCE_FORMS}, got {got}")
+        raise ValueError(f"expected {forms}, got {got}")
     if len(value) > MAX_TEXT:
         raise ValueError(f"expected at most {MAX_TEXT} characters, got {len(value):,}")
+    return value
+
+
+def _remote(value: str) -> str:
+    """A remote URI the pattern let through, checked by its parser (bucket and account
+    rules); a failure is beyond what the JSON Schema states."""
+    try:
+        uri.parse(value)
+    except ValueError as exc:
+        raise Unchecked(str(exc)) from None
+    return value
+
+
+def _source(value: Any) -> str:
+    value = _location(value, SOURCE_FORMS)
     m = _SCHEME_RE.match(value)
     if m is None:
         if not re.match(LOCAL_SOURCE_PATTERN, value):
@@ -72,11 +88,7 @@ def _source(value: Any) -> str:
             return value  # a provider's own data: the verdict checks the provider
         schemes = ", ".join(s + "://" for s in uri.SCHEMES)
         raise ValueError(f"{m.group(1)}:// sources are not supported; expected one of {schemes}")
-    try:
-        uri.parse(value)
-    except ValueError as exc:
-        raise Unchecked(str(exc)) from None
-    return value
+    return _remote(value)
 
 
 SOURCE = Value(
@@ -99,11 +111,7 @@ DEST_FORMS = "a local path, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX or az://ACCOU
 
 
 def _dest(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        got = "nothing" if value == "" or value is None else shown(value)
-        raise ValueError(f"expected {DEST_FORMS}, got {got}")
-    if len(value) > MAX_TEXT:
-        raise ValueError(f"expected at most {MAX_TEXT} characters, got {len(value):,}")
+    value = _location(value, DEST_FORMS)
     if "\x00" in value:
         raise ValueError("expected a path without NUL bytes")
     m = _SCHEME_RE.match(value)
@@ -114,11 +122,7 @@ def _dest(value: Any) -> str:
         raise ValueError(
             f"outputs cannot go to {m.group(1)}://; expected a local path or {schemes}"
         )
-    try:
-        uri.parse(value)
-    except ValueError as exc:
-        raise Unchecked(str(exc)) from None
-    return value
+    return _remote(value)
 
 
 def _store_dest(value: Any) -> str:

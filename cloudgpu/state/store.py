@@ -28,6 +28,19 @@ from cloudgpu.state.records import InstanceRecord, JobRecord, SpendRecord, colum
 from cloudgpu.state.schema import SCHEMA_VERSION
 
 LOCK_WAIT_S = 30.0  # how long a write waits for another process's write lock
+# The columns a caller may change after the row is made.
+_JOB_FIELDS = frozenset(
+    {"name", "state", "provider", "instance_type", "exit_code", "error", "pid", "log_path", "host"}
+)
+_INSTANCE_FIELDS = frozenset(
+    {"provider_id", "state", "launched_at", "terminated_at", "ssh", "zone", "price_per_hour"}
+)
+
+
+def _only(fields: Mapping[str, Any], allowed: frozenset[str], what: str) -> None:
+    bad = set(fields) - allowed
+    if bad:
+        raise CloudGPUError(f"bug: cannot update {what} fields {sorted(bad)}")
 
 
 def _create_private(path: Path) -> None:
@@ -195,6 +208,22 @@ class Store:
         with self.tx() as c:
             c.execute(f"{verb} INTO {table}({', '.join(row)}) VALUES({marks})", tuple(row.values()))
 
+    def _update(self, table: str, row_id: str, fields: Mapping[str, Any]) -> None:
+        """Set ``fields`` (checked names: never from input) of the row ``row_id``."""
+        cols = ", ".join(f"{k}=?" for k in fields)
+        with self.tx() as c:
+            c.execute(f"UPDATE {table} SET {cols} WHERE id=?", (*fields.values(), row_id))
+
+    def _select(
+        self, table: str, where: list[tuple[str, tuple[Any, ...]]], order: str
+    ) -> list[sqlite3.Row]:
+        """Every row of ``table`` meeting all of ``where`` (condition, its arguments)."""
+        sql = f"SELECT * FROM {table}"
+        if where:
+            sql += " WHERE " + " AND ".join(cond for cond, _ in where)
+        args = [a for _, values in where for a in values]
+        return self._conn.execute(f"{sql} ORDER BY {order}", args).fetchall()
+
     # -- jobs ------------------------------------------------------------------------
 
     def add_job(
@@ -216,24 +245,8 @@ class Store:
         return self.job(job_id)
 
     def update_job(self, job_id: str, **fields: Any) -> None:
-        allowed = {
-            "name",
-            "state",
-            "provider",
-            "instance_type",
-            "exit_code",
-            "error",
-            "pid",
-            "log_path",
-            "host",
-        }
-        bad = set(fields) - allowed
-        if bad:
-            raise CloudGPUError(f"bug: cannot update job fields {sorted(bad)}")
-        fields["updated_at"] = self.clock()
-        cols = ", ".join(f"{k}=?" for k in fields)
-        with self.tx() as c:
-            c.execute(f"UPDATE jobs SET {cols} WHERE id=?", (*fields.values(), job_id))
+        _only(fields, _JOB_FIELDS, "job")
+        self._update("jobs", job_id, {**fields, "updated_at": self.clock()})
 
     def job(self, job_id: str) -> JobRecord:
         row = self._conn.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
@@ -261,14 +274,8 @@ class Store:
         raise StateError(f"no job '{ref}'", hint="`cloudgpu status` lists jobs")
 
     def jobs(self, states: tuple[str, ...] | None = None) -> list[JobRecord]:
-        if states:
-            marks = ",".join("?" * len(states))
-            rows = self._conn.execute(
-                f"SELECT * FROM jobs WHERE state IN ({marks}) ORDER BY created_at", states
-            ).fetchall()
-        else:
-            rows = self._conn.execute("SELECT * FROM jobs ORDER BY created_at").fetchall()
-        return [row_to(JobRecord, r) for r in rows]
+        where = [(f"state IN ({','.join('?' * len(states))})", states)] if states else []
+        return [row_to(JobRecord, r) for r in self._select("jobs", where, "created_at")]
 
     # -- instances -------------------------------------------------------------------
 
@@ -278,23 +285,10 @@ class Store:
         )
 
     def update_instance(self, instance_id: str, **fields: Any) -> None:
-        allowed = {
-            "provider_id",
-            "state",
-            "launched_at",
-            "terminated_at",
-            "ssh",
-            "zone",
-            "price_per_hour",
-        }
-        bad = set(fields) - allowed
-        if bad:
-            raise CloudGPUError(f"bug: cannot update instance fields {sorted(bad)}")
+        _only(fields, _INSTANCE_FIELDS, "instance")
         if "ssh" in fields:
             fields["ssh_json"] = json.dumps(fields.pop("ssh"))
-        cols = ", ".join(f"{k}=?" for k in fields)
-        with self.tx() as c:
-            c.execute(f"UPDATE instances SET {cols} WHERE id=?", (*fields.values(), instance_id))
+        self._update("instances", instance_id, fields)
 
     def instance(self, instance_id: str) -> InstanceRecord:
         row = self._conn.execute("SELECT * FROM instances WHERE id=?", (instance_id,)).fetchone()
@@ -303,20 +297,14 @@ class Store:
         return row_to(InstanceRecord, row)
 
     def instances(self, job_id: str | None = None, live_only: bool = False) -> list[InstanceRecord]:
-        sql = "SELECT * FROM instances"
-        args: list[Any] = []
-        conds = []
+        where: list[tuple[str, tuple[Any, ...]]] = []
         if job_id is not None:
-            conds.append("job_id=?")
-            args.append(job_id)
+            where.append(("job_id=?", (job_id,)))
         if live_only:
             # purged: no longer tracked (`down --purge`); it may still bill, but nothing
             # here can reach it, so no command should try again.
-            conds.append("state NOT IN ('terminated', 'preempted', 'purged')")
-        if conds:
-            sql += " WHERE " + " AND ".join(conds)
-        rows = self._conn.execute(sql + " ORDER BY created_at", args).fetchall()
-        return [row_to(InstanceRecord, r) for r in rows]
+            where.append(("state NOT IN ('terminated', 'preempted', 'purged')", ()))
+        return [row_to(InstanceRecord, r) for r in self._select("instances", where, "created_at")]
 
     # -- events ----------------------------------------------------------------------
 
@@ -340,16 +328,9 @@ class Store:
         self._insert("INSERT OR REPLACE", "spend", columns(rec))
 
     def spend(self, since: float | None = None, job_id: str | None = None) -> list[SpendRecord]:
-        sql = "SELECT * FROM spend"
-        conds: list[str] = []
-        args: list[Any] = []
+        where: list[tuple[str, tuple[Any, ...]]] = []
         if since is not None:
-            conds.append("ended_at >= ?")
-            args.append(since)
+            where.append(("ended_at >= ?", (since,)))
         if job_id is not None:
-            conds.append("job_id = ?")
-            args.append(job_id)
-        if conds:
-            sql += " WHERE " + " AND ".join(conds)
-        rows = self._conn.execute(sql + " ORDER BY started_at", args).fetchall()
-        return [row_to(SpendRecord, r) for r in rows]
+            where.append(("job_id = ?", (job_id,)))
+        return [row_to(SpendRecord, r) for r in self._select("spend", where, "started_at")]
