@@ -26,7 +26,7 @@ from cloudgpu.errors import ConfigError
 
 DEFAULT_IMAGE = "microsoft-dsvm:ubuntu-hpc:2204:latest"
 SCHEDULE_API_VERSION = "2018-09-15"
-NSG, VNET, SUBNET, IP, NIC, PPG = "nsg", "vnet", "default", "ip", "nic", "ppg"
+NSG, VNET, SUBNET, IP, NIC, PPG, AVSET = "nsg", "vnet", "default", "ip", "nic", "ppg", "avset"
 SUBNET_CIDR = "10.0.0.0/24"
 
 
@@ -52,6 +52,10 @@ class VmPlan:
     ip_name: str = IP
     nic_name: str = NIC
     ppg_id: str = ""
+    # InfiniBand sizes: Azure connects the fabric only between VMs of one availability
+    # set (or scale set), so the nodes join one, itself in the placement group.
+    infiniband: bool = False
+    avset_id: str = ""
     accelerated_networking: bool = False  # the size's SKU says AcceleratedNetworkingEnabled
     between_nodes: bool = False  # the NSG also allows all traffic inside the subnet
 
@@ -117,6 +121,21 @@ def nsg_body(plan: VmPlan) -> dict[str, Any]:
         "location": plan.location,
         "tags": dict(plan.tags),
         "properties": {"securityRules": rules},
+    }
+
+
+def avset_body(plan: VmPlan) -> dict[str, Any]:
+    """One availability set for InfiniBand nodes: managed disks need the Aligned SKU; one
+    fault and update domain keeps the nodes together (no zones: a set is regional)."""
+    return {
+        "location": plan.location,
+        "tags": dict(plan.tags),
+        "sku": {"name": "Aligned"},
+        "properties": {
+            "platformFaultDomainCount": 1,
+            "platformUpdateDomainCount": 1,
+            "proximityPlacementGroup": {"id": plan.ppg_id},
+        },
     }
 
 
@@ -207,6 +226,8 @@ def vm_body(plan: VmPlan, nic_id: str) -> dict[str, Any]:
     }
     if plan.ppg_id:
         props["proximityPlacementGroup"] = {"id": plan.ppg_id}
+    if plan.avset_id:
+        props["availabilitySet"] = {"id": plan.avset_id}
     if plan.spot:
         # maxPrice -1: pay up to the on-demand price, never evicted for price, only capacity.
         props.update(

@@ -68,8 +68,8 @@ def create_nodes(
 ) -> list[Created]:
     """One group (``group``'s tags and network) holding a VM per plan of ``nodes``, all
     or none: on any failure the whole group is deleted (one call), then the error is
-    raised. Several nodes share a proximity placement group; their VMs are started
-    together and then waited for."""
+    raised. Several nodes share a proximity placement group (and, InfiniBand ones, an
+    availability set in it); their VMs are started together and then waited for."""
     try:
         with azure_errors(f"create {group.group}"):
             subnet_id, nsg_id = _network(clients, group)
@@ -78,6 +78,11 @@ def create_nodes(
                     group.group, bodies.PPG, bodies.ppg_body(group)
                 )
                 nodes = [replace(p, ppg_id=_id(ppg)) for p in nodes]
+                if group.infiniband:
+                    avset = clients.compute.availability_sets.create_or_update(
+                        group.group, bodies.AVSET, bodies.avset_body(nodes[0])
+                    )
+                    nodes = [replace(p, avset_id=_id(avset)) for p in nodes]
             started = [(p, *_begin_vm(clients, p, subnet_id, nsg_id)) for p in nodes]
             return [
                 _finish_vm(clients, p, poller, nic, deadline, now, timeout_s)

@@ -14,10 +14,12 @@ deletes the whole group, placement group included. A group left with no VM (a cr
 between the group and the VMs, or teardowns racing) is a leftover that
 `down --orphans` and the lifecycle's release delete by tag.
 
-InfiniBand (RdmaEnabled sizes: ND H100/H200/MI300X v5, ND A100 v4, NDv2) is said to the
-planner through the offers' network_gbps (sizes.py); the VMs are placed together by the
-proximity placement group. Azure connects a fabric only between VMs of one availability
-set or scale set, which is not made here (see README.md).
+InfiniBand (the SKU's RdmaEnabled: ND H100/H200/MI300X v5, ND A100 v4, NDv2): Azure
+connects the fabric only between VMs of one availability set or scale set, so on-demand
+nodes of such a size join one availability set (Aligned, one fault and update domain)
+in the placement group, and the offers say the fabric's bandwidth to the planner
+(network_gbps, retail.py). Spot nodes get no availability set (whether Azure takes Spot
+VMs in one is not verified here), so their offers claim no InfiniBand.
 """
 
 from __future__ import annotations

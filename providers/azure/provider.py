@@ -201,9 +201,10 @@ class AzureProvider(Provider):
         group = GROUP_PREFIX + first.group
         key_file, public_key = self._key(first, group)
         cidr = self._ssh_cidr(first)
-        infiniband, accelerated = nodes.network_features(
+        rdma, accelerated = nodes.network_features(
             self._arm(), first.offer.region, first.offer.instance_type
         )
+        infiniband = rdma and first.offer.market == "on_demand"  # see nodes.py
         plans = [
             replace(
                 self._plan(r, group, public_key, cidr),
@@ -211,6 +212,9 @@ class AzureProvider(Provider):
                 nic_name=nodes.nic_name(r.name),
                 accelerated_networking=accelerated,
                 between_nodes=True,
+                infiniband=infiniband,
+                # An availability set is regional: its VMs (and their IPs) take no zone.
+                **({"zone": ""} if infiniband else {}),
             )
             for r in requests
         ]

@@ -184,8 +184,9 @@ def _offer(
         price_per_hour=float(item["retailPrice"]),
         nvme_count=spec.nvme_count,
         nvme_size_gb=spec.nvme_size_gb,
-        # The planner's interconnect model reads this as the node-to-node bandwidth.
-        network_gbps=spec.infiniband_gbps,
+        # The planner's interconnect model reads this as the node-to-node bandwidth;
+        # only on-demand nodes are put where the fabric connects them (nodes.py).
+        network_gbps=spec.infiniband_gbps if market == "on_demand" else 0.0,
         price_source=PRICE_SOURCE,
         observed_at=observed,
         flags=() if name else (FLAG_UNKNOWN_GPU,),

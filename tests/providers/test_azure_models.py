@@ -94,11 +94,14 @@ def test_the_checker_catches_a_misplaced_key() -> None:
 @pytest.mark.parametrize(("spot", "node"), [(False, False), (True, False), (False, True)])
 def test_every_body_is_made_of_known_sdk_fields(spot: bool, node: bool) -> None:
     """``node``: a multi-node job's node (NSG rule between the nodes, accelerated
-    networking, the proximity placement group)."""
+    networking, the proximity placement group and availability set)."""
     plan = _plan(spot)
     if node:
         ppg = f"{SUB}/Microsoft.Compute/proximityPlacementGroups/ppg"
-        plan = replace(plan, ppg_id=ppg, accelerated_networking=True, between_nodes=True)
+        avset = f"{SUB}/Microsoft.Compute/availabilitySets/avset"
+        plan = replace(
+            plan, ppg_id=ppg, avset_id=avset, accelerated_networking=True, between_nodes=True
+        )
     cases = [
         (resource.ResourceGroup, bodies.group_body(plan), resource),
         (network.NetworkSecurityGroup, bodies.nsg_body(plan), network),
@@ -111,6 +114,7 @@ def test_every_body_is_made_of_known_sdk_fields(spot: bool, node: bool) -> None:
         ),
         (compute.VirtualMachine, bodies.vm_body(plan, NIC), compute),
         (compute.ProximityPlacementGroup, bodies.ppg_body(plan), compute),
+        (compute.AvailabilitySet, bodies.avset_body(plan), compute),
     ]
     for cls, body, module in cases:
         assert unknown_keys(cls, body, module) == [], cls.__name__

@@ -58,8 +58,11 @@ def test_refresh_without_credentials_uses_bundled_sizes(retail: FakeRetail, path
     assert gpus["Standard_ND96isr_H100_v5"] == ("H100-SXM", 8, 80.0, 96.0)
     assert gpus["Standard_NC24ads_A100_v4"] == ("A100-80GB-PCIe", 1, 80.0, 24.0)
     assert gpus["Standard_NC4as_T4_v3"] == ("T4", 1, 16.0, 4.0)
-    ib = {o.instance_type: o.network_gbps for o in offers}  # no SKU data: the size docs
+    # No SKU data: InfiniBand from the size docs.
+    ib = {o.instance_type: o.network_gbps for o in offers if o.market == "on_demand"}
     assert (ib["Standard_ND96isr_H100_v5"], ib["Standard_NC4as_T4_v3"]) == (3200.0, 0.0)
+    spot = {o.instance_type: o.network_gbps for o in offers if o.market == "spot"}
+    assert spot["Standard_ND96isr_H100_v5"] == 0.0  # spot nodes join no availability set
     assert all(o.provider == "azure" and o.observed_at and not o.flags for o in offers)
     assert provider.unpriced_sizes == ["Standard_NC999_Future_v9"]
     assert len(retail.server.queries) == 2

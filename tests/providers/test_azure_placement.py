@@ -53,7 +53,7 @@ def bodies_of(fake: FakeArm, kind: str) -> list[tuple[str, Any]]:
 
 def test_nodes_share_one_group_network_and_placement_group(arm: FakeArm, paths: Paths) -> None:
     provider = make_provider(arm, paths)
-    reqs = group_requests(make_offer(H100), 2)
+    reqs = group_requests(make_offer(H100, zone="2"), 2)
     nodes = provider.create_nodes(reqs)
     group = f"cloudgpu-{reqs[0].group}"
     assert [n.id for n in nodes] == [f"{group}/{r.name}" for r in reqs]
@@ -78,6 +78,15 @@ def test_nodes_share_one_group_network_and_placement_group(arm: FakeArm, paths: 
     assert [b["properties"]["proximityPlacementGroup"]["id"].lower() for _, b in vms] == [
         ppg_path.lower()
     ] * 2
+    # RdmaEnabled: one availability set in the placement group, so Azure connects the
+    # nodes' InfiniBand; a set is regional, so the offer's zone is not used.
+    ((avset_path, avset),) = bodies_of(arm, "availabilitysets")
+    assert avset["sku"] == {"name": "Aligned"}
+    assert avset["properties"]["proximityPlacementGroup"]["id"].lower() == ppg_path.lower()
+    assert [b["properties"]["availabilitySet"]["id"].lower() for _, b in vms] == [
+        avset_path.lower()
+    ] * 2
+    assert all("zones" not in b for _, b in vms) and "zones" not in ppg
     assert [b["tags"][TAG_INSTANCE] for _, b in vms] == ["i-0", "i-1"]  # each its own
     # The size's SKU says RdmaEnabled and AcceleratedNetworkingEnabled.
     nics = bodies_of(arm, "networkinterfaces")
@@ -87,25 +96,26 @@ def test_nodes_share_one_group_network_and_placement_group(arm: FakeArm, paths: 
     assert [n.private_address for n in nodes] == ["10.0.0.4", "10.0.0.5"]
     assert len({n.ssh.host for n in nodes if n.ssh}) == 2
     assert len(bodies_of(arm, "schedules")) == 2  # the deadline on every node
-    members = arm.state.resources[ppg_path.lower()]["properties"]["virtualMachines"]
-    assert len(members) == 2
+    for path in (ppg_path, avset_path):
+        assert len(arm.state.resources[path.lower()]["properties"]["virtualMachines"]) == 2
 
 
 def test_nodes_are_listed_described_and_torn_down_one_by_one(arm: FakeArm, paths: Paths) -> None:
     provider = make_provider(arm, paths)
-    reqs = group_requests(make_offer(A100), 2)
+    reqs = group_requests(make_offer(H100, market="spot"), 2)
     first, second = provider.create_nodes(reqs)
     job = reqs[0].tags[TAG_JOB]
     assert sorted(i.id for i in provider.list_instances({TAG_JOB: job})) == [first.id, second.id]
     assert [i.id for i in provider.list_instances({TAG_INSTANCE: "i-1"})] == [second.id]
     assert provider.describe(second.id).private_address == "10.0.0.5"
     assert provider.leftovers({TAG_JOB: job}) == []  # its VMs are alive
-    # A100 v4 (NC) has accelerated networking but no InfiniBand.
+    # Spot nodes get no availability set, hence no InfiniBand; accelerated networking yes.
     nics = bodies_of(arm, "networkinterfaces")
     assert all(b["properties"]["enableAcceleratedNetworking"] for _, b in nics)
-    assert not first.extra["infiniband"]
+    assert not first.extra["infiniband"] and bodies_of(arm, "availabilitysets") == []
     provider.terminate(first.id)
-    assert provider.describe(first.id).state == InstanceState.TERMINATED
+    # Gone; a spot VM missing from a live group reads as evicted (as ARM cannot tell).
+    assert provider.describe(first.id).state.is_gone
     left = {r["name"] for r in arm.state.group_resources(first.extra["resource_group"])}
     assert reqs[0].name not in left and f"{reqs[0].name}-nic" not in left
     assert {reqs[1].name, f"{reqs[1].name}-nic", f"{reqs[1].name}-ip", "ppg"} <= left
@@ -171,8 +181,9 @@ def test_single_node_requests_keep_their_own_group(arm: FakeArm, paths: Paths) -
 
 
 def test_the_fake_refuses_what_arm_refuses_of_placement(arm: FakeArm) -> None:
-    """A VM naming a placement group that does not exist (404) or one in another region
-    (Compute's InvalidParameter); a NIC deleted while its VM uses it (NicInUse)."""
+    """A VM naming a placement group that does not exist (404) or one in another region,
+    or one its availability set does not name (Compute's InvalidParameter); a NIC deleted
+    while its VM uses it (NicInUse)."""
     settings = ArmSettings(base_url=arm.base_url, ca_bundle=arm.ca_bundle, polling_interval=0)
     clients = make_clients(StaticToken(), arm.subscription, settings)
     clients.resource.resource_groups.create_or_update("rg", {"location": "eastus"})
@@ -189,6 +200,20 @@ def test_the_fake_refuses_what_arm_refuses_of_placement(arm: FakeArm) -> None:
             clients.compute.virtual_machines.begin_create_or_update("rg", "vm", body)
         assert caught.value.status_code == status and caught.value.error is not None
         assert caught.value.error.code == code
+    near = clients.compute.proximity_placement_groups.create_or_update(
+        "rg", "near", {"location": "eastus", "properties": {}}
+    )
+    avset = clients.compute.availability_sets.create_or_update(
+        "rg", "set", {"location": "eastus", "sku": {"name": "Aligned"},
+                      "properties": {"proximityPlacementGroup": {"id": far["id"]}}},
+    )  # fmt: skip
+    in_set = {"availabilitySet": {"id": avset["id"]}}
+    for extra, target in (({"proximityPlacementGroup": {"id": near["id"]}}, "proximity"),
+                          ({}, "proximity")):  # fmt: skip
+        body = {**vm, "properties": {**vm["properties"], **in_set, **extra}}
+        with pytest.raises(HttpResponseError, match="InvalidParameter") as caught:
+            clients.compute.virtual_machines.begin_create_or_update("rg", "vm", body)
+        assert target in str(caught.value.error and caught.value.error.target).lower()
     nic = clients.network.network_interfaces.begin_create_or_update(
         "rg", "nic", {"location": "eastus", "properties": {"ipConfigurations": []}}
     ).result()
@@ -201,4 +226,4 @@ def test_the_fake_refuses_what_arm_refuses_of_placement(arm: FakeArm) -> None:
         clients.network.network_interfaces.begin_delete("rg", "nic").result()
     clients.compute.virtual_machines.begin_delete("rg", "vm").result()
     clients.network.network_interfaces.begin_delete("rg", "nic").result()
-    assert [r["name"] for r in arm.state.group_resources("rg")] == ["far"]
+    assert sorted(r["name"] for r in arm.state.group_resources("rg")) == ["far", "near", "set"]
