@@ -9,7 +9,6 @@ id.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,9 +17,11 @@ from tests.faults.midcreate import kill_mid_create
 from tests.faults.record import Case
 from tests.fixtures.gcp.server import FakeGCP
 from tests.lifecycle.helpers import main_exit
+from tests.providers.gcp_kit import fake
 from tests.providers.lifecycle_kit import write_config
 
 pytestmark = pytest.mark.slow
+__all__ = ["fake"]  # the fixture, imported for pytest
 
 INSERT = r"/zones/[^/]+/instances$"
 JOB = """\
@@ -28,13 +29,6 @@ name: gcp-kill
 resources: {gpu: L4, spot: false, providers: [gcp]}
 run: echo never runs
 """
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeGCP]:
-    server = FakeGCP().start()
-    yield server
-    server.stop()
 
 
 def test_kill9_between_the_firewall_rule_and_the_vm(

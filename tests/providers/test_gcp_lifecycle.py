@@ -22,6 +22,7 @@ from cloudgpu.provider import TAG_JOB, TAG_OWNER, CreateRequest, InstanceState
 from tests.fixtures.gcp.metadata import GceMetadata
 from tests.fixtures.gcp.server import FakeGCP
 from tests.lifecycle.helpers import cli_proc, job_file, main_exit, store
+from tests.providers.gcp_kit import make_provider
 from tests.providers.lifecycle_kit import (
     RESUMABLE_RUN,
     announce_when_progressed,
@@ -30,7 +31,6 @@ from tests.providers.lifecycle_kit import (
     resumed_after_inside_notice,
     write_config,
 )
-from tests.providers.test_gcp import make_provider
 from tests.remote.sshd import SSHDServer
 
 pytestmark = pytest.mark.slow

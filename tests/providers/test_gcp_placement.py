@@ -17,7 +17,7 @@ from cloudgpu.errors import CapacityError, TransientError
 from cloudgpu.provider import TAG_INSTANCE, TAG_JOB, CreateRequest
 from cloudgpu.testing import ProviderContract
 from tests.fixtures.gcp.server import FakeGCP
-from tests.providers.test_gcp import by_key, fake, offers, provider
+from tests.providers.gcp_kit import by_key, fake, offers, provider
 
 __all__ = ["fake", "offers", "provider"]  # the fixtures, imported for pytest
 

@@ -5,7 +5,6 @@ leaves the cache untouched; `check --verify` makes its one cheap call."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,13 +12,9 @@ import pytest
 from cloudgpu.paths import Paths
 from tests.fixtures.gcp.server import FakeGCP
 from tests.lifecycle.helpers import cli_proc, main_exit
+from tests.providers.gcp_kit import fake
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeGCP]:
-    server = FakeGCP().start()
-    yield server
-    server.stop()
+__all__ = ["fake"]  # the fixture, imported for pytest
 
 
 @pytest.fixture
