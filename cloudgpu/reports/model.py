@@ -10,6 +10,7 @@ module knows nothing about costs or catalogs and writes no files.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,6 +136,18 @@ def clean(value: Any, kind: str) -> Any:
     return round(float(value), KINDS[kind])
 
 
+# How each numeric kind reads; any other kind: two decimals with thousands separators.
+_FORMATS: dict[str, Callable[[Any], str]] = {
+    "int": lambda v: f"{v:,d}",
+    "usd": lambda v: f"${v:,.3f}" if abs(v) < 1 else f"${v:,.2f}",
+    "usd0": lambda v: f"${v:,.0f}",
+    "cents": lambda v: f"${v:,.2f}",
+    "pct": lambda v: f"{v * 100:.1f}%",
+    "value": lambda v: f"{v:,.4g}" if abs(v) < 1000 else f"{v:,.0f}",
+    "months": lambda v: f"{v:.1f}",
+}
+
+
 def format_cell(value: Any, kind: str) -> str:
     """What a reader sees for ``value`` (already :func:`clean`-ed or raw)."""
     v = clean(value, kind)
@@ -142,21 +155,7 @@ def format_cell(value: Any, kind: str) -> str:
         return MISSING
     if kind in ("text",) or isinstance(v, str):
         return str(v)
-    if kind == "int":
-        return f"{v:,d}"
-    if kind == "usd":
-        return f"${v:,.3f}" if abs(v) < 1 else f"${v:,.2f}"
-    if kind == "usd0":
-        return f"${v:,.0f}"
-    if kind == "cents":
-        return f"${v:,.2f}"
-    if kind == "pct":
-        return f"{v * 100:.1f}%"
-    if kind == "value":
-        return f"{v:,.4g}" if abs(v) < 1000 else f"{v:,.0f}"
-    if kind == "months":
-        return f"{v:.1f}"
-    return f"{v:,.2f}"
+    return _FORMATS.get(kind, lambda v: f"{v:,.2f}")(v)
 
 
 def table_data(table: Table) -> list[dict[str, Any]]:

@@ -19,11 +19,21 @@ MAX_CANDIDATES = 25
 MAX_REJECTED = 20
 
 
-def _row(rank: int, c: Candidate) -> dict[str, Any]:
+# The machine a candidate is, in both tables: its provider, shape, place and price.
+_MACHINE_COLS = [
+    Column("provider", "Provider"),
+    Column("instance_type", "Instance"),
+    Column("region", "Region/zone"),
+    Column("market", "Market"),
+    Column("gpu", "GPU"),
+    Column("gpus", "GPUs", "int"),
+    Column("price_per_hour", "$/h", "usd"),
+]
+
+
+def _machine(c: Candidate) -> dict[str, Any]:
     o = c.offer
     return {
-        "rank": rank,
-        "label": f"#{rank} {o.provider} {o.instance_type}",
         "provider": o.provider,
         "instance_type": o.instance_type,
         "region": f"{o.region}/{o.zone}" if o.zone else o.region,
@@ -31,6 +41,14 @@ def _row(rank: int, c: Candidate) -> dict[str, Any]:
         "gpu": o.gpu,
         "gpus": c.gpu_count,
         "price_per_hour": c.price_per_hour,
+    }
+
+
+def _row(rank: int, c: Candidate) -> dict[str, Any]:
+    return {
+        "rank": rank,
+        "label": f"#{rank} {c.offer.provider} {c.offer.instance_type}",
+        **_machine(c),
         "est_hours": c.est_hours,
         "est_gpu_hours": c.est_gpu_hours,
         "est_cost": c.est_cost,
@@ -43,13 +61,7 @@ def candidates_table(p: Plan) -> Table:
     rows = [_row(i, c) for i, c in enumerate(p.candidates[:MAX_CANDIDATES], start=1)]
     cols = [  # "label" stays in the rows for the charts; #, provider and instance say it
         Column("rank", "#", "int"),
-        Column("provider", "Provider"),
-        Column("instance_type", "Instance"),
-        Column("region", "Region/zone"),
-        Column("market", "Market"),
-        Column("gpu", "GPU"),
-        Column("gpus", "GPUs", "int"),
-        Column("price_per_hour", "$/h", "usd"),
+        *_MACHINE_COLS,
         Column("est_hours", "Est. hours", "num"),
         Column("est_gpu_hours", "GPU-hours", "num"),
         Column("est_cost", "Est. job cost", "cents"),
@@ -62,28 +74,9 @@ def candidates_table(p: Plan) -> Table:
 
 def rejected_table(p: Plan) -> Table:
     near = [c for c in p.rejected if c.memory_per_gpu_gib is not None] or p.rejected
-    rows = [
-        {
-            "provider": c.offer.provider,
-            "instance_type": c.offer.instance_type,
-            "region": f"{c.offer.region}/{c.offer.zone}" if c.offer.zone else c.offer.region,
-            "market": c.offer.market,
-            "gpu": c.offer.gpu,
-            "gpus": c.gpu_count,
-            "price_per_hour": c.price_per_hour,
-            "reason": c.reason,
-            "fix": c.fix,
-        }
-        for c in near[:MAX_REJECTED]
-    ]
+    rows = [{**_machine(c), "reason": c.reason, "fix": c.fix} for c in near[:MAX_REJECTED]]
     cols = [
-        Column("provider", "Provider"),
-        Column("instance_type", "Instance"),
-        Column("region", "Region/zone"),
-        Column("market", "Market"),
-        Column("gpu", "GPU"),
-        Column("gpus", "GPUs", "int"),
-        Column("price_per_hour", "$/h", "usd"),
+        *_MACHINE_COLS,
         Column("reason", "Why not"),
         Column("fix", "Would fit with"),
     ]
