@@ -36,13 +36,15 @@ from cloudgpu.lifecycle.deps import build_deps
 from cloudgpu.lifecycle.faults import deadline_text
 from cloudgpu.lifecycle.launch import create_job, new_job_id
 from cloudgpu.lifecycle.multinode import MultiNodeRun
+from cloudgpu.lifecycle.options import DEFAULT_DEADLINE_S, MAX_PREEMPTIONS, LaunchOptions
 from cloudgpu.lifecycle.output import PREFIX, JobLog
 from cloudgpu.lifecycle.provision import Retry
-from cloudgpu.lifecycle.run import DEFAULT_DEADLINE_S, MAX_PREEMPTIONS, JobRun, LaunchOptions
+from cloudgpu.lifecycle.run import JobRun
 from cloudgpu.planner import Candidate
 from cloudgpu.planner.choose import Choice
 from cloudgpu.scaffold import copy_template, job_file_for
 from cloudgpu.spec import JobSpec
+from cloudgpu.state.store import Store
 
 SHOWN = 5  # candidates printed before launching
 LIFECYCLE_LOCK_WAIT_S = 600.0
@@ -184,11 +186,7 @@ def launch(job_file: str, foreground_of: str | None, **flags: Any) -> None:
     job, choice = _plan(app, job_file, show=True, err=opts.as_json)
     offers = choice.require()
     if opts.dry_run:
-        if opts.as_json:
-            fits = [_candidate_json(c) for c in choice.candidates]
-            click.echo(json.dumps({"job": job.name, "launched": False, "candidates": fits}))
-        else:
-            click.echo("dry run: nothing launched")
+        _dry_run(job, choice, opts)
         return
     if not opts.yes:
         if not sys.stdin.isatty():
@@ -205,34 +203,50 @@ def launch(job_file: str, foreground_of: str | None, **flags: Any) -> None:
     log_path = app.paths.logs_dir / f"{job_id}.log"
     create_job(store, job, job_id, str(log_path))
     if opts.detach:
-        pid = detach_spawn(app, job_file, job_id, log_path, opts)
-        store.update_job(job_id, pid=pid)
-        if opts.as_json:
-            doc = {"job_id": job_id, "pid": pid, "detached": True, **_follow(job_id, log_path)}
-            click.echo(json.dumps(doc, indent=2))
-            return
-        click.echo(f"job {job_id} continues in the background (pid {pid})")
-        click.echo(f"  follow: cloudgpu logs {job_id} -f    stop: cloudgpu down {job_id}")
+        _detached(app, store, job_file, job_id, log_path, opts)
         return
-    click.echo(f"job {job_id}  (log: {log_path})", err=True)
-    try:
-        rc = _run(
-            app,
-            job,
-            job_id,
-            offers,
-            log_path,
-            opts,
-            terminal=True,
-            nodes=choice.nodes,
-            rates=choice.tokens_per_s,
-        )
-    finally:
-        if opts.as_json:  # the outcome, success or not, before any error line
-            doc = job_dict(store, store.job(job_id), time.time(), app.registry.capabilities)
-            click.echo(json.dumps({"job_id": job_id, **doc, **_follow(job_id, log_path)}))
+    rc = _attached(app, store, job, job_id, choice, log_path, opts)
     if rc:
         sys.exit(rc)
+
+
+def _dry_run(job: JobSpec, choice: Choice, opts: Flags) -> None:
+    if opts.as_json:
+        fits = [_candidate_json(c) for c in choice.candidates]
+        click.echo(json.dumps({"job": job.name, "launched": False, "candidates": fits}))
+    else:
+        click.echo("dry run: nothing launched")
+
+
+def _detached(
+    app: App, store: Store, job_file: str, job_id: str, log_path: Path, opts: Flags
+) -> None:
+    """The job goes on in a child of its own; say how to follow and stop it."""
+    pid = detach_spawn(app, job_file, job_id, log_path, opts)
+    store.update_job(job_id, pid=pid)
+    if opts.as_json:
+        doc = {"job_id": job_id, "pid": pid, "detached": True, **_follow(job_id, log_path)}
+        click.echo(json.dumps(doc, indent=2))
+        return
+    click.echo(f"job {job_id} continues in the background (pid {pid})")
+    click.echo(f"  follow: cloudgpu logs {job_id} -f    stop: cloudgpu down {job_id}")
+
+
+def _attached(
+    app: App, store: Store, job: JobSpec, job_id: str, choice: Choice, log_path: Path, opts: Flags
+) -> int:
+    """The job run here with live logs; its exit code (``--json``: the outcome said
+    first, success or not, before any error line)."""
+    click.echo(f"job {job_id}  (log: {log_path})", err=True)
+    try:
+        return _run(
+            app, job, job_id, choice.require(), log_path, opts, terminal=True,
+            nodes=choice.nodes, rates=choice.tokens_per_s,
+        )  # fmt: skip
+    finally:
+        if opts.as_json:
+            doc = job_dict(store, store.job(job_id), time.time(), app.registry.capabilities)
+            click.echo(json.dumps({"job_id": job_id, **doc, **_follow(job_id, log_path)}))
 
 
 @dataclass(frozen=True)
@@ -331,11 +345,11 @@ def _run(
                 collect_grace_s=_seconds(app, "collect_grace", COLLECT_GRACE_S),
                 max_preemptions=max_preemptions(app),
                 tokens_per_s=rates or {},
+                node_counts=nodes or {},
             )
-            if job.max_nodes > 1:  # several nodes, or a range the planner chose within
-                run: JobRun = MultiNodeRun(deps, job_id, job, offers, options, nodes)
-            else:
-                run = JobRun(deps, job_id, job, offers, options)
+            # Several nodes, or a range the planner chose within: a MultiNodeRun.
+            kind = MultiNodeRun if job.max_nodes > 1 else JobRun
+            run = kind(deps, job_id, job, offers, options)
             signals.first = run.interrupt
             rc = run.execute()
         _maybe_reaper(app, job, job_id, keep, log_path)

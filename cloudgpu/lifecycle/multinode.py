@@ -28,7 +28,7 @@ knows a provider: Capabilities and create_nodes/create.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from cloudgpu.catalog.offer import Offer
@@ -38,41 +38,31 @@ from cloudgpu.lifecycle import faults, states, watch
 from cloudgpu.lifecycle.bootstrap import bootstrap
 from cloudgpu.lifecycle.checkpoint import Syncer
 from cloudgpu.lifecycle.collect import node_outputs
-from cloudgpu.lifecycle.deps import Deps
 from cloudgpu.lifecycle.provision import Provisioned, provision_nodes, replace_node
 from cloudgpu.lifecycle.rendezvous import master_port, on_all, rendezvous_env, run_everywhere
-from cloudgpu.lifecycle.run import JobRun, LaunchOptions
+from cloudgpu.lifecycle.run import JobRun
 from cloudgpu.lifecycle.stage import flush_checkpoint, restore_checkpoint, stage_data
 from cloudgpu.lifecycle.teardown import teardown_instance
 from cloudgpu.provider import TAG_JOB, Capabilities
 from cloudgpu.remote import Machine
-from cloudgpu.spec.model import JobSpec
 
 __all__ = ["MultiNodeRun", "node_outputs"]
 
 
 class MultiNodeRun(JobRun):
-    """A JobRun over N nodes; ``node_counts`` (offer key -> N) carries the planner's pick
-    within a range, else the job's num_nodes."""
+    """A JobRun over N nodes: ``options.node_counts`` (offer key -> N) carries the
+    planner's pick within a range, else the job's num_nodes."""
 
-    def __init__(
-        self,
-        deps: Deps,
-        job_id: str,
-        job: JobSpec,
-        offers: Sequence[Offer],
-        options: LaunchOptions | None = None,
-        node_counts: Mapping[str, int] | None = None,
-    ) -> None:
-        super().__init__(deps, job_id, job, offers, options)
-        self.node_counts = dict(node_counts or {})
-        self.port = master_port(job_id)
-        # Each live node's (launched, $/h) and their capabilities: what cost_now bills
-        # (nodes replaced one by one started at different times).
-        self.billed: tuple[list[tuple[float, float]], Capabilities] | None = None
+    # Each live node's (launched, $/h) and their capabilities: what cost_now bills
+    # (nodes replaced one by one started at different times).
+    billed: tuple[list[tuple[float, float]], Capabilities] | None = None
+
+    @property
+    def port(self) -> int:
+        return master_port(self.job_id)
 
     def count(self, offer: Offer) -> int:
-        return self.node_counts.get(offer.key, self.job.num_nodes)
+        return self.opts.node_counts.get(offer.key, self.job.num_nodes)
 
     def cost_now(self) -> float:
         live = self.billed

@@ -12,63 +12,44 @@ failure, exception or signal, unless the caller asked to keep the instance, or o
 could not be collected (then the instance is kept for ``collect_grace``). Every instance
 gets a deadline it enforces itself: max_runtime, or what max_cost buys at its price, or
 the configured default. This module decides nothing by provider name: only Capabilities.
+The work on the instance is cloudgpu.lifecycle.session's (bootstrap, staging, each
+command followed over reconnects), how the job ends is cloudgpu.lifecycle.ending's.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.costs import billing
 from cloudgpu.errors import JobError, LimitExceeded, ProviderError, RemoteError
-from cloudgpu.lifecycle import faults, metrics, notice, states, watch
+from cloudgpu.lifecycle import ending, faults, metrics, notice, states, watch
 from cloudgpu.lifecycle.batch import batch_job, run_batch
-from cloudgpu.lifecycle.bootstrap import INSTANCE_ENV, bootstrap
-from cloudgpu.lifecycle.checkpoint import Syncer
-from cloudgpu.lifecycle.collect import COLLECT_GRACE_S, OutputsNotCollected, collect
+from cloudgpu.lifecycle.bootstrap import INSTANCE_ENV
+from cloudgpu.lifecycle.collect import OutputsNotCollected, collect
 from cloudgpu.lifecycle.deps import Deps
-from cloudgpu.lifecycle.provision import Provisioned, Retry, provision
+from cloudgpu.lifecycle.options import DEFAULT_DEADLINE_S, MAX_PREEMPTIONS, LaunchOptions
+from cloudgpu.lifecycle.provision import Provisioned, provision
+from cloudgpu.lifecycle.session import Session
 from cloudgpu.lifecycle.stage import (
     checkpoint_dir,
     flush_checkpoint,
     on_instance,
-    probe_line,
     restore_checkpoint,
-    stage_data,
 )
-from cloudgpu.lifecycle.teardown import job_cost, teardown_instance, teardown_job
-from cloudgpu.provider import Capabilities, NoticeWatcher
-from cloudgpu.remote import ConnectionLost, Machine, detached
+from cloudgpu.lifecycle.teardown import teardown_instance
+from cloudgpu.provider import Capabilities
+from cloudgpu.remote import Machine
 from cloudgpu.spec.model import JobSpec
 from cloudgpu.sshkeys import ensure_keypair
-from cloudgpu.state import probes
 
-DEADLINE_GRACE_S = 300.0  # past max_runtime, for collecting outputs and teardown
-DEFAULT_DEADLINE_S = 24 * 3600.0  # instance-side deadline when the job sets no max_runtime
-MAX_PREEMPTIONS = 5
-PREPARE_ATTEMPTS = 3  # bootstrap + staging over a new connection after a drop
 RECONNECT_TIMEOUT_S = 60.0  # for a running instance to answer SSH again
-REATTACH_ATTEMPTS = 5  # follows of a detached run over new connections
 
-
-@dataclass
-class LaunchOptions:
-    keep: bool = False
-    grace_s: float = DEADLINE_GRACE_S
-    # Called as teardown starts, e.g. so a second Ctrl-C cannot interrupt it.
-    on_teardown: Callable[[], None] | None = None
-    retry: Retry | None = None  # walk the offers again while none has capacity
-    default_deadline_s: float = DEFAULT_DEADLINE_S
-    collect_grace_s: float = COLLECT_GRACE_S
-    max_preemptions: int = MAX_PREEMPTIONS
-    # The plan's estimated tokens/s per offer (Offer.key): what the data probe checks
-    # the input side against when the workload states no samples/s.
-    tokens_per_s: Mapping[str, float] = field(default_factory=dict)
+__all__ = ["DEFAULT_DEADLINE_S", "MAX_PREEMPTIONS", "JobRun", "LaunchOptions"]
 
 
 class JobRun:
@@ -265,7 +246,7 @@ class JobRun:
         try:
             watcher = got.provider.notice_watcher(got.instance)
             try:
-                machine = self._prepare_once_more(machine, got, watcher)
+                machine = self._session(got).prepare(machine, watcher)
                 if watcher is not None:
                     reader = self._read_notices(machine)
                 if resumed:
@@ -333,54 +314,6 @@ class JobRun:
                 self.held_until = until
             raise err from exc
 
-    def _prepare_once_more(
-        self, machine: Machine, got: Provisioned, watcher: NoticeWatcher | None
-    ) -> Machine:
-        """Bootstrap and stage; a connection dropped under a healthy instance is made
-        again and the (incremental) staging resumes."""
-        for attempt in range(1, PREPARE_ATTEMPTS + 1):
-            try:
-                self._prepare(machine, got, watcher)
-                return machine
-            except ConnectionLost as exc:
-                if attempt == PREPARE_ATTEMPTS or self._lost(got):
-                    raise
-                self.deps.sink.info(f"{exc}; reconnecting (attempt {attempt + 1})")
-                machine.close()
-                machine = self._connect(got, RECONNECT_TIMEOUT_S)
-        return machine
-
-    def _prepare(self, machine: Machine, got: Provisioned, watcher: NoticeWatcher | None) -> None:
-        """Bootstrap, then stage data. Where bootstrap only makes a directory (the NVMe is
-        not built from raw disks) both run at once: staging then costs no extra wait."""
-        caps = got.provider.capabilities
-        args = (machine, got.instance, caps, got.deadline, watcher)
-        if caps.disposable:
-            self.deps.sink.info(bootstrap(*args), detail=True)
-            self.state(states.STAGING)
-            self._stage(machine, got)
-            return
-        with ThreadPoolExecutor(1, thread_name_prefix="cloudgpu-bootstrap") as pool:
-            booting = pool.submit(bootstrap, *args)
-            self.state(states.STAGING)
-            try:
-                self._stage(machine, got)
-            except BaseException:
-                booting.result()  # a bootstrap failure explains a staging one: raise it first
-                raise
-            self.deps.sink.info(booting.result(), detail=True)
-
-    def _stage(self, machine: Machine, got: Provisioned) -> None:
-        stage_data(machine, self.job, self.deps.sink, self.deps.paths.cache_dir, self.deps.env)
-        o = got.offer
-        rate = self.opts.tokens_per_s.get(o.key)
-        found = probe_line(machine, self.job, o.gpu_count, self.deps.sink, rate)
-        if found is not None:
-            probes.record(
-                self.deps.store, self.job_id, o.provider, o.instance_type, o.gpu or "",
-                self.deps.clock(), found,
-            )  # fmt: skip
-
     def _commands(self, machine: Machine, got: Provisioned) -> tuple[int, Machine]:
         """Setup, then run; (the run's exit code, the machine: a new connection if the
         first one dropped while the job ran on)."""
@@ -392,7 +325,9 @@ class JobRun:
             self.state(step)
             self.deps.sink.info(f"{'setup' if step == states.SETUP else 'run'}: starting")
             out = tap if step == states.RUNNING else self.deps.sink.job_output
-            rc, machine = self._step(machine, got, f"{step}-{got.record_id}", command, env, out)
+            rc, machine = self._session(got).run(
+                machine, f"{step}-{got.record_id}", command, env, out
+            )
             if rc != 0 and step == states.SETUP and not self.watcher.reason:
                 raise JobError(
                     f"job {self.job_id}: setup failed with exit code {rc}; log: {self._log_path()}",
@@ -403,6 +338,14 @@ class JobRun:
                     self._record_speed(machine, got, tap, env[metrics.METRICS_ENV])
                 return rc, machine
         return 0, machine
+
+    def _session(self, got: Provisioned) -> Session:
+        return Session(
+            self.deps, self.job_id, self.job, got, self.ckpt_local, self.watcher.stop,
+            state=self.state, lost=lambda: self._lost(got),
+            reconnect=lambda: self._connect(got, RECONNECT_TIMEOUT_S),
+            tokens_per_s=self.opts.tokens_per_s.get(got.offer.key),
+        )  # fmt: skip
 
     def job_env(self, machine: Machine, got: Provisioned) -> dict[str, str]:
         """What every command of the job gets on ``got``'s machine."""
@@ -416,43 +359,6 @@ class JobRun:
             env["CLOUDGPU_CHECKPOINT"] = on_instance(machine, self.job.checkpoint)
         return env
 
-    def _step(
-        self,
-        machine: Machine,
-        got: Provisioned,
-        name: str,
-        command: str,
-        env: dict[str, str],
-        out: Callable[[bytes], None],
-    ) -> tuple[int, Machine]:
-        """One command, its checkpoint synced while it runs. Where the machine allows,
-        it runs detached: a connection dropped under a healthy instance is made again
-        and the job, which never noticed, followed on from the byte it had reached."""
-        err = lambda b: self.deps.sink.job_output(b, stderr=True)  # noqa: E731
-        if not getattr(machine, "detachable", False):
-            with Syncer(machine, self.job, self.ckpt_local, self.deps.sink, self.deps.env):
-                rc = machine.run(command, env=env, stop=self.watcher.stop, on_stdout=out,
-                                 on_stderr=err)  # fmt: skip
-            return rc, machine
-        run_dir = on_instance(machine, f"/nvme/.cloudgpu/runs/{self.job_id}-{name}")
-        detached.start(machine, run_dir, command, env)
-        follower = detached.Follower(run_dir, out, err)
-        for attempt in range(1, REATTACH_ATTEMPTS + 1):
-            try:
-                with Syncer(machine, self.job, self.ckpt_local, self.deps.sink, self.deps.env):
-                    return follower.follow(machine, self.watcher.stop), machine
-            except ConnectionLost as exc:
-                if attempt == REATTACH_ATTEMPTS or self._lost(got):
-                    raise
-                self.deps.sink.info(f"{exc}; the job runs on: reconnecting to follow it")
-                self.deps.sleep(min(2.0 * attempt, 10.0))
-                machine.close()
-                try:
-                    machine = self._connect(got, RECONNECT_TIMEOUT_S)
-                except RemoteError as again:
-                    raise ConnectionLost(f"{again}") from again
-        raise AssertionError("unreachable")  # the loop returns or raises
-
     def _record_speed(
         self, machine: Machine, got: Provisioned, tap: metrics.MetricsTap, path: str
     ) -> None:
@@ -465,47 +371,13 @@ class JobRun:
             )
 
     def _finish(self, rc: int) -> int:
-        reason = self.watcher.reason
-        if reason == watch.INTERRUPTED:
-            self.deps.store.update_job(self.job_id, exit_code=rc)
-            raise KeyboardInterrupt()
-        if reason in (watch.MAX_RUNTIME, watch.MAX_COST):
-            self.deps.store.update_job(self.job_id, exit_code=rc)
-            raise LimitExceeded(
-                f"job {self.job_id} stopped: {self.watcher.detail}; instance torn down, "
-                f"log: {self._log_path()}"
-            )
-        self.deps.store.update_job(
-            self.job_id, exit_code=rc, state=states.SUCCEEDED if rc == 0 else states.FAILED
-        )
-        if rc != 0:
-            raise JobError(
-                f"job {self.job_id}: run failed with exit code {rc}; log: {self._log_path()}",
-                exit_code=rc,
-            )
-        return 0
+        return ending.finish(self.deps, self.job_id, self.watcher, rc)
 
     def _end(self, keep: bool) -> None:
-        if keep and self.deps.store.instances(self.job_id, live_only=True):
-            self.deps.store.update_job(self.job_id, state=states.KEPT)
-            if self.held_until is None:
-                self.deps.sink.info(
-                    f"instance kept (--keep): `cloudgpu ssh {self.job_id}`, "
-                    f"`cloudgpu down {self.job_id}` when done"
-                )
+        if ending.kept(self.deps, self.job_id, keep, held=self.held_until is not None):
             return
         self.phase = states.TEARING_DOWN
-        self.deps.store.add_event(self.job_id, "state", states.TEARING_DOWN)
-        failures = teardown_job(self.deps, self.job_id)
-        cost = job_cost(self.deps, self.job_id)
-        self.deps.sink.info(f"total cost ${cost:.4f}")
-        if failures:
-            self.deps.store.update_job(self.job_id, error="teardown failed: " + failures[0])
-            raise ProviderError(
-                f"job {self.job_id}: teardown failed, an instance may still be billing: "
-                f"{failures[0]}",
-                hint=f"`cloudgpu down {self.job_id}` retries; or delete it in the console",
-            )
+        ending.tear_down(self.deps, self.job_id)
 
     def _log_path(self) -> Path | str:
-        return self.deps.store.job(self.job_id).log_path
+        return ending.log_path(self.deps, self.job_id)
