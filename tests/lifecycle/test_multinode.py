@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,59 +21,9 @@ from cloudgpu.provider import Instance, InstanceState
 from cloudgpu.spec import load_job
 from tests.lifecycle.helpers import job_file, main_exit, status_json
 from tests.lifecycle.test_sim_e2e import configure, live_sim, offer, sweep
+from tests.torchrun_job import HAS_TORCH, NO_TORCH, torch_job
 
 __all__ = ["sweep"]  # every test ends with no sim instance left
-
-VENV_BIN = str(Path(sys.executable).parent)
-# Why the real-torchrun tests cannot run here, or "": sim instances and the fake
-# kubelet's pods get a /tmp of their own, so a virtualenv under /tmp is not there.
-NO_TORCH = (
-    "torch (the test extra) is not installed"
-    if shutil.which("torchrun", path=VENV_BIN) is None
-    else "this virtualenv lies under /tmp, which sim instances replace with their own"
-    if Path(VENV_BIN).resolve().is_relative_to("/tmp")
-    else ""
-)
-HAS_TORCH = not NO_TORCH
-
-ALLREDUCE = """
-import json, os, torch, torch.distributed as dist
-dist.init_process_group("gloo")
-rank, world = dist.get_rank(), dist.get_world_size()
-t = torch.tensor([float(rank + 1)])
-dist.all_reduce(t)
-print(f"rank {rank}/{world} node {os.environ['NODE_RANK']} sum {t.item():g}", flush=True)
-if rank == 0:
-    out = os.path.join(os.environ["CLOUDGPU_NVME"], "out")
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "result.json"), "w") as f:
-        json.dump({"world": world, "sum": t.item(), "nodes": os.environ["CLOUDGPU_NODE_IPS"]}, f)
-dist.destroy_process_group()
-"""
-
-
-def torch_job(tmp_path: Path, nodes: int | str, run: str | None = None) -> Path:
-    (tmp_path / "code").mkdir(exist_ok=True)
-    (tmp_path / "code" / "allreduce.py").write_text(ALLREDUCE)
-    run = run or "$CLOUDGPU_TORCHRUN $CLOUDGPU_NVME/code/allreduce.py"
-    return job_file(
-        tmp_path,
-        f"""
-name: ddp
-num_nodes: {json.dumps(nodes)}
-resources: {{gpu: L4}}
-data:
-  - {{src: ./code, dst: /nvme/code}}
-env:
-  PATH: {VENV_BIN}:/usr/local/bin:/usr/bin:/bin
-  GLOO_SOCKET_IFNAME: lo
-run: |
-  {run}
-outputs:
-  - {{src: /nvme/out, dst: ./results}}
-limits: {{max_runtime: 10m}}
-""",
-    )
 
 
 @pytest.mark.slow
