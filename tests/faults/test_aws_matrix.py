@@ -19,7 +19,7 @@ from cloudgpu.paths import default_paths
 from cloudgpu.provider import CreateRequest
 from tests.faults.record import Case
 from tests.faults.simkit import job_state, launch_proc
-from tests.faults.test_sim_matrix import MINE, OLD, SIZE, _at, dataset, files_lost
+from tests.faults.test_sim_matrix import SIZE, _at, dataset, files_lost, results
 from tests.lifecycle.helpers import cli_proc, job_file, store, wait_for
 from tests.providers.aws_fixtures.account import (
     config_toml,
@@ -35,16 +35,7 @@ from tests.providers.lifecycle_kit import write_config
 from tests.remote.sshd import SSHDServer
 
 pytestmark = pytest.mark.slow
-__all__ = ["ec2_url", "moto_url"]  # the fixtures, imported for pytest
-
-
-@pytest.fixture
-def results(tmp_path: Path) -> Path:
-    r = tmp_path / "results"
-    r.mkdir()
-    (r / "mine.txt").write_bytes(MINE)
-    (r / "model.bin").write_bytes(OLD)
-    return r
+__all__ = ["ec2_url", "moto_url", "results"]  # the fixtures, imported for pytest
 
 
 def kill_leftover_job_processes(job_id: str) -> None:

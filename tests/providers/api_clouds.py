@@ -29,22 +29,31 @@ from tests.providers.lifecycle_kit import launch_job
 FakeLambda = importlib.import_module("tests.fixtures.lambda.server").FakeLambda
 
 
+def _no_capacity(fake: Any) -> None:
+    fake.capacity = False
+
+
+def _instances(fake: Any) -> Mapping[Any, Any]:
+    return fake.instances  # type: ignore[no-any-return]
+
+
 @dataclass(frozen=True)
 class Cloud:
+    """One cloud's differences; the defaults are what most of the three share."""
+
     name: str  # the provider's name, and its [providers.NAME] table
     fake: Callable[[], Any]  # its loopback API fake (not started)
-    url_key: str  # the config key of its API address
     key_env: str  # the variable its API key is read from
     job: str  # a job its bundled catalog can place
-    report_port: bool  # the fake reports the machine's SSH port (else config ssh_port)
     sent: Callable[[Any, str], None]  # checks what one launch of job id sent its API
-    no_capacity: Callable[[Any], None]  # makes the fake have no machine for the job
-    machines: Callable[[Any], Mapping[Any, Any]]  # what the fake still bills for
-    # catalog refresh: the offers to list after it and what they must hold
-    refreshed_query: tuple[str, ...]
-    refreshed: Callable[[list[dict[str, Any]]], None]
+    refreshed: Callable[[list[dict[str, Any]]], None]  # checks the offers after a refresh
     rotated_key: str  # a well-formed key the fake no longer accepts
     verify_call: Callable[[Any], bool]  # check --verify made its one cheap call
+    url_key: str = "api_url"  # the config key of its API address
+    report_port: bool = True  # the fake reports the machine's SSH port (else config ssh_port)
+    no_capacity: Callable[[Any], None] = _no_capacity  # the fake has no machine for the job
+    machines: Callable[[Any], Mapping[Any, Any]] = _instances  # what the fake still bills for
+    refreshed_query: tuple[str, ...] = ("--gpu", "RTX4090")  # the offers to list after refresh
 
 
 def _lambda_sent(fake: Any, job_id: str) -> None:
@@ -95,10 +104,6 @@ def _vast_refreshed(rows: list[dict[str, Any]]) -> None:
     assert all(r["region"] == "Quebec, CA" for r in rows)
 
 
-def _no_capacity(fake: Any) -> None:
-    fake.capacity = False
-
-
 def _all_rented(fake: Any) -> None:
     fake.rented = set(fake.asks)  # every machine rented by someone else
 
@@ -107,47 +112,37 @@ CLOUDS = [
     Cloud(
         name="lambda",
         fake=FakeLambda,
-        url_key="api_url",
         key_env="LAMBDA_API_KEY",
         job=launch_job("lambda-life", "A10", "lambda"),
-        report_port=False,
         sent=_lambda_sent,
-        no_capacity=_no_capacity,
-        machines=lambda fake: fake.instances,
-        refreshed_query=(),
         refreshed=_lambda_refreshed,
         rotated_key="secret_ROTATED_000000000000000000",
         verify_call=lambda fake: "GET /ssh-keys" in fake.calls(),
+        report_port=False,
+        refreshed_query=(),
     ),
     Cloud(
         name="runpod",
         fake=FakeRunPod,
-        url_key="api_base_url",
         key_env="RUNPOD_API_KEY",
         job=launch_job("rp-life", "RTX4090", "runpod"),
-        report_port=True,
         sent=_runpod_sent,
-        no_capacity=_no_capacity,
-        machines=lambda fake: fake.pods,
-        refreshed_query=("--gpu", "RTX4090"),
         refreshed=_runpod_refreshed,
         rotated_key="rpa_ROTATEDKEY00000000000000000000000",
         verify_call=lambda fake: "myself" in [r["operation"] for r in fake.requests],
+        url_key="api_base_url",
+        machines=lambda fake: fake.pods,
     ),
     Cloud(
         name="vast",
         fake=FakeVast,
-        url_key="api_url",
         key_env="VAST_API_KEY",
         job=launch_job("vast-life", "RTXA6000:4", "vast"),
-        report_port=True,
         sent=_vast_sent,
-        no_capacity=_all_rented,
-        machines=lambda fake: fake.instances,
-        refreshed_query=("--gpu", "RTX4090"),
         refreshed=_vast_refreshed,
         rotated_key="ROTATEDKEY000000000000",
         verify_call=lambda fake: "GET /users/current/" in fake.calls(),
+        no_capacity=_all_rented,
     ),
 ]
 IDS = [c.name for c in CLOUDS]

@@ -194,16 +194,21 @@ def test_used_up_weekly_quota_fails_over_and_creates_nothing(
     assert "SaveKernel" not in fake.calls() and fake.kernels == {} and fake.datasets == {}
 
 
-def test_the_run_is_stopped_before_the_session_limit(
-    launch_env: Path, fake: FakeKaggle, cloudgpu_home: Path
-) -> None:
-    # A 4-second session: the runner stops the run a tenth of it before the end, so the
-    # outputs are still saved and the status says why.
+def four_second_sessions(cloudgpu_home: Path, fake: FakeKaggle) -> None:
+    """Kaggle alone, its sessions 4 s long (0.00111 h), so a run outlives one."""
     write_config(
         cloudgpu_home,
         f'[providers.kaggle]\napi_url = "{fake.base_url}"\nbackoff_s = 0\n'
         "session_hours = 0.00111\n[providers.local]\nenabled = false\n",
     )
+
+
+def test_the_run_is_stopped_before_the_session_limit(
+    launch_env: Path, fake: FakeKaggle, cloudgpu_home: Path
+) -> None:
+    # A 4-second session: the runner stops the run a tenth of it before the end, so the
+    # outputs are still saved and the status says why.
+    four_second_sessions(cloudgpu_home, fake)
     job = job_file(launch_env, JOB % ("sleep 30", "30m"))
     code, _out, err = main_exit(["launch", str(job), "--yes"])
     assert code == 124, err
@@ -299,11 +304,7 @@ outputs:
 def test_a_job_longer_than_a_session_continues_from_its_checkpoint(
     launch_env: Path, fake: FakeKaggle, cloudgpu_home: Path
 ) -> None:
-    write_config(
-        cloudgpu_home,
-        f'[providers.kaggle]\napi_url = "{fake.base_url}"\nbackoff_s = 0\n'
-        "session_hours = 0.00111\n[providers.local]\nenabled = false\n",
-    )
+    four_second_sessions(cloudgpu_home, fake)
     job = job_file(launch_env, RESUMABLE)
     code, out, err = main_exit(["launch", str(job), "--yes"])
     assert code == 0, err

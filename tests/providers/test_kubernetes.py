@@ -25,6 +25,7 @@ from cloudgpu.testing import ProviderContract
 from tests.fixtures.kubernetes.apiserver import FakeKubeAPI
 from tests.fixtures.kubernetes.cluster import can_run
 from tests.lifecycle.helpers import TEMPLATES, job_file, main_exit, store, wait_for
+from tests.providers.lifecycle_kit import write_config
 
 pytestmark = pytest.mark.skipif(can_run() is not None, reason=str(can_run()))
 
@@ -240,14 +241,18 @@ def test_evicted_pod_is_preempted(paths: Paths, api: FakeKubeAPI, tmp_path: Path
 
 
 @pytest.mark.slow
-def test_launch_on_kubernetes(tmp_path: Path, cloudgpu_home: Path, api: FakeKubeAPI) -> None:
+def configure_launch(cloudgpu_home: Path, api: FakeKubeAPI, tmp_path: Path) -> None:
+    """config.toml for `cloudgpu launch` on the fake cluster alone, as a user writes it."""
     kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
-    cfg = cloudgpu_home / "config" / "config.toml"
-    cfg.parent.mkdir(parents=True, exist_ok=True)
-    cfg.write_text(
+    write_config(
+        cloudgpu_home,
         "[providers.local]\nenabled = false\n[providers.kubernetes]\nenabled = true\n"
-        f"kubeconfig = {json.dumps(str(kubeconfig))}\nprice_per_gpu_hour = 0.8\n"
+        f"kubeconfig = {json.dumps(str(kubeconfig))}\nprice_per_gpu_hour = 0.8\n",
     )
+
+
+def test_launch_on_kubernetes(tmp_path: Path, cloudgpu_home: Path, api: FakeKubeAPI) -> None:
+    configure_launch(cloudgpu_home, api, tmp_path)
     shutil.copytree(TEMPLATES / "quickstart-data", tmp_path / "quickstart-data")
     text = (TEMPLATES / "quickstart.yaml").read_text()
     text = text.replace("providers: [local]", "providers: [kubernetes]")

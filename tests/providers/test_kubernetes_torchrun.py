@@ -13,7 +13,7 @@ import pytest
 from tests.fixtures.kubernetes.apiserver import FakeKubeAPI
 from tests.fixtures.kubernetes.cluster import can_run
 from tests.lifecycle.helpers import main_exit, status_json
-from tests.providers.test_kubernetes import api
+from tests.providers.test_kubernetes import api, configure_launch
 from tests.torchrun_job import HAS_TORCH, NO_TORCH, torch_job
 
 pytestmark = [
@@ -27,13 +27,7 @@ __all__ = ["api"]  # the fixture, imported for pytest
 def test_torchrun_across_two_pods_of_an_indexed_job(
     tmp_path: Path, cloudgpu_home: Path, api: FakeKubeAPI
 ) -> None:
-    kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
-    cfg = cloudgpu_home / "config" / "config.toml"
-    cfg.parent.mkdir(parents=True, exist_ok=True)
-    cfg.write_text(
-        "[providers.local]\nenabled = false\n[providers.kubernetes]\nenabled = true\n"
-        f"kubeconfig = {json.dumps(str(kubeconfig))}\nprice_per_gpu_hour = 0.8\n"
-    )
+    configure_launch(cloudgpu_home, api, tmp_path)
     job = torch_job(tmp_path, 2, resources='{gpu: "L4:1", providers: [kubernetes]}', name="ddp-k8s")
     code, out, err = main_exit(["launch", str(job), "--yes"])
     assert code == 0, err
