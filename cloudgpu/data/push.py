@@ -1,6 +1,6 @@
 """Instance-side uploads: outputs (and checkpoints) go from the instance to the store.
 
-1. The instance scans the tree (cloudgpu/remote/pusher.py ``scan``): path, size and MD5
+1. The instance scans the tree (cloudgpu/remote/pushscan.py ``scan``): path, size and MD5
    of every regular file, part MD5s of large ones. Read here as hostile input.
 2. This machine lists the destination (metadata only) and leaves out every file the
    store already holds with the same size and checksum: syncs are incremental.
@@ -30,7 +30,7 @@ from cloudgpu.data.pull import DEFAULT_PART_SIZE, DEFAULT_WORKERS, staging_ttl
 from cloudgpu.errors import NotFoundError, RemoteError
 from cloudgpu.remote import Machine, MissingSource, ProgressFn, scripts
 from cloudgpu.remote import objwire as wire
-from cloudgpu.remote.pusher import part_size_for
+from cloudgpu.remote.pushscan import part_size_for
 
 PUSHER_SOURCE = scripts.source("pusher")
 MAX_FILES = 5_000_000

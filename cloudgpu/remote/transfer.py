@@ -31,7 +31,7 @@ from cloudgpu.remote.machine import (
     byte_paths,
 )
 
-AGENT_SOURCE = scripts.source("agent", shared=("syncwire", "syncdest"))
+AGENT_SOURCE = scripts.source("agent")
 
 
 class Stream(Protocol):

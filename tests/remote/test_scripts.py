@@ -12,11 +12,7 @@ import pytest
 
 from cloudgpu.remote import scripts, transfer
 
-SHIPPED = {
-    "agent": ("syncwire", "syncdest"),
-    "puller": scripts.SHARED,
-    "pusher": scripts.SHARED,
-}
+SHIPPED = scripts.PROGRAMS
 
 
 def _imports(name: str) -> set[str]:
