@@ -8,7 +8,7 @@ from typing import Any
 
 from cloudgpu_providers.azure import retail, sizes
 from cloudgpu_providers.azure.arm import ArmSettings
-from cloudgpu_providers.callerip import lookup_cidr
+from cloudgpu_providers.callerip import lookup_cidr, normalized_cidr
 
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.errors import CatalogError, ConfigError
@@ -24,6 +24,27 @@ def caller_cidr(url: str, timeout_s: float = 10.0) -> str:
             f"not be learned from {url}",
             hint='set ssh_cidr in [providers.azure], e.g. ssh_cidr = "203.0.113.7/32"',
         ) from exc
+
+
+def ssh_cidr(cfg: Mapping[str, Any], default_lookup: str) -> str:
+    """Who may reach SSH: ``ssh_cidr``, else this machine's address /32 asked of
+    ``ip_lookup_url``."""
+    raw = cfg.get("ssh_cidr")
+    if raw:
+        try:
+            return normalized_cidr(raw)
+        except ValueError as exc:
+            raise ConfigError(
+                f"providers.azure.ssh_cidr: '{raw}' is not a CIDR", hint="e.g. 203.0.113.7/32"
+            ) from exc
+    return caller_cidr(str(cfg.get("ip_lookup_url") or default_lookup))
+
+
+def ssh_port(cfg: Mapping[str, Any]) -> int:
+    raw = cfg.get("ssh_port", 22)
+    if not isinstance(raw, int) or isinstance(raw, bool) or not 0 < raw < 65536:
+        raise ConfigError(f"providers.azure.ssh_port: expected a port number, got {raw!r}")
+    return raw
 
 
 def arm_settings(cfg: Mapping[str, Any]) -> ArmSettings:

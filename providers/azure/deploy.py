@@ -83,9 +83,9 @@ def create_nodes(
                         group.group, bodies.AVSET, bodies.avset_body(nodes[0])
                     )
                     nodes = [replace(p, avset_id=_id(avset)) for p in nodes]
-            started = [(p, *_begin_vm(clients, p, subnet_id, nsg_id)) for p in nodes]
+            started = [(p, *begin_vm(clients, p, subnet_id, nsg_id)) for p in nodes]
             return [
-                _finish_vm(clients, p, poller, nic, deadline, now, timeout_s)
+                finish_vm(clients, p, poller, nic, deadline, now, timeout_s)
                 for p, poller, nic in started
             ]
     except CloudGPUError as exc:
@@ -110,7 +110,7 @@ def _network(clients: ArmClients, plan: bodies.VmPlan) -> tuple[str, str]:
     return f"{_id(vnet)}/subnets/{bodies.SUBNET}", _id(nsg)
 
 
-def _begin_vm(
+def begin_vm(
     clients: ArmClients, plan: bodies.VmPlan, subnet_id: str, nsg_id: str
 ) -> tuple[Any, Mapping[str, Any]]:
     """The VM's public IP and NIC, then its create started: (VM poller, NIC)."""
@@ -127,7 +127,7 @@ def _begin_vm(
     return poller, nic
 
 
-def _finish_vm(
+def finish_vm(
     clients: ArmClients,
     plan: bodies.VmPlan,
     poller: Any,

@@ -8,6 +8,11 @@ IP, a NIC (accelerated networking where the size's SKU has it) and a VM that nam
 placement group. A node's instance id is ``<group>/<vm>``; rank 0's private address is
 the rendezvous (Instance.private_address).
 
+Replacing one lost node (Capabilities.replace_node): create() of a request naming the
+live group adds a public IP, NIC and VM to it, on the group's subnet, in its placement
+group (and availability set); if that VM cannot be had only its own resources go, and
+the lifecycle then replaces the whole group.
+
 Teardown: a node that is not the group's last goes alone (VM, then NIC, then IP: ARM
 refuses to delete a NIC a VM uses, or an IP a NIC uses); the last node's teardown
 deletes the whole group, placement group included. A group left with no VM (a crash
@@ -25,12 +30,13 @@ VMs in one is not verified here), so their offers claim no InfiniBand.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from cloudgpu_providers.azure import deploy, sizes
+from cloudgpu_providers.azure import bodies, deploy, sizes
 from cloudgpu_providers.azure.arm import ArmClients, azure_errors
 
-from cloudgpu.errors import ProviderError
+from cloudgpu.errors import CapacityError, CloudGPUError, NotFoundError, ProviderError
 from cloudgpu.provider import TAG_INSTANCE, Leftover
 
 TAG_NODES = "cloudgpu-azure-nodes"  # on a multi-node group: the node count it was made for
@@ -142,3 +148,51 @@ def empty_groups(
         if not vms(clients, str(g["name"])):
             out.append(Leftover(KIND, str(g["name"]), gtags, str(g.get("location") or "")))
     return out
+
+
+def join(
+    clients: ArmClients,
+    plan: bodies.VmPlan,
+    deadline: float | None,
+    now: float,
+    timeout_s: float,
+) -> tuple[deploy.Created, bool, bool]:
+    """A replacement node in the live group ``plan.group``: (what was made, InfiniBand,
+    accelerated networking). CapacityError when the group is gone or the VM cannot be
+    had; then nothing of the new node is left (the survivors are not touched)."""
+    from azure.core.exceptions import ResourceNotFoundError  # lazy: heavy SDK
+
+    rg = plan.group
+    try:
+        with azure_errors(f"join {rg}"):
+            group = clients.resource.resource_groups.get(rg)
+            ppg = clients.compute.proximity_placement_groups.get(rg, bodies.PPG)
+            try:
+                avset_id = str(clients.compute.availability_sets.get(rg, bodies.AVSET)["id"])
+            except ResourceNotFoundError:
+                avset_id = ""
+    except NotFoundError as exc:
+        raise CapacityError(f"{rg}: its group is gone ({exc})", provider="azure") from exc
+    _rdma, accelerated = network_features(clients, str(group["location"]), plan.size)
+    plan = replace(
+        plan,
+        location=str(group["location"]),
+        ppg_id=str(ppg["id"]),
+        avset_id=avset_id,
+        accelerated_networking=accelerated,
+        **({"zone": ""} if avset_id else {}),
+    )
+    base = f"/subscriptions/{clients.subscription_id}/resourceGroups/{rg}/providers"
+    subnet = f"{base}/Microsoft.Network/virtualNetworks/{bodies.VNET}/subnets/{bodies.SUBNET}"
+    nsg = f"{base}/Microsoft.Network/networkSecurityGroups/{bodies.NSG}"
+    try:
+        with azure_errors(f"join {rg}"):
+            poller, nic = deploy.begin_vm(clients, plan, subnet, nsg)
+            made = deploy.finish_vm(clients, plan, poller, nic, deadline, now, timeout_s)
+    except CloudGPUError:
+        try:
+            deploy.delete_node(clients, rg, (plan.vm_name, plan.nic_name, plan.ip_name))
+        except CloudGPUError:
+            pass  # its tags let `down --orphans` find it
+        raise
+    return made, bool(avset_id), accelerated

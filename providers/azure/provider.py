@@ -31,7 +31,6 @@ from cloudgpu_providers.azure.arm import (
     make_clients,
 )
 from cloudgpu_providers.azure.auth import detect, make_credential
-from cloudgpu_providers.callerip import normalized_cidr
 from cloudgpu_providers.configkeys import FLAG, PORT, TEXT, URL, count, seconds
 from cloudgpu_providers.extras import missing_sdk
 
@@ -39,6 +38,7 @@ from cloudgpu import sshkeys
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import (
     AuthError,
+    CloudGPUError,
     ConfigError,
     NotFoundError,
     ProviderError,
@@ -92,6 +92,7 @@ class AzureProvider(Provider):
         minimum_billed_s=60,
         disposable=True,  # a fresh VM per job, deleted with its group
         multi_node=True,  # one group, network and proximity placement group (nodes.py)
+        replace_node=True,  # a lost node's replacement joins the live group (nodes.join)
     )
 
     def __init__(self, ctx: ProviderContext, *, credential: Any = None) -> None:
@@ -186,6 +187,8 @@ class AzureProvider(Provider):
     # -- instances -------------------------------------------------------------------
 
     def create(self, request: CreateRequest) -> Instance:
+        if request.group and request.num_nodes > 1:
+            return self._join(request)
         group = GROUP_PREFIX + request.name
         key_file, public_key = self._key(request, group)
         plan = self._plan(request, group, public_key, self._ssh_cidr(request))
@@ -234,6 +237,31 @@ class AzureProvider(Provider):
             for p, c in zip(plans, made, strict=True)
         ]  # fmt: skip
 
+    def _join(self, request: CreateRequest) -> Instance:
+        """A lost node's replacement, added to the job's live group (nodes.join)."""
+        group = GROUP_PREFIX + request.group
+        had_key = sshkeys.key_file(self.ctx.paths.keys_dir, f"azure-{group}").exists()
+        key_file, public_key = self._key(request, group)
+        plan = replace(
+            self._plan(request, group, public_key, self._ssh_cidr(request)),
+            ip_name=nodes.ip_name(request.name),
+            nic_name=nodes.nic_name(request.name),
+        )
+        try:
+            made, infiniband, accelerated = nodes.join(
+                self._arm(), plan, *self._create_args(request)[:3]
+            )
+        except CloudGPUError:
+            if not had_key:  # the group's key is the survivors' too; only a new one goes
+                sshkeys.remove_key_pair(self.ctx.paths.keys_dir, f"azure-{group}")
+            raise
+        shared = {**_offer_tags(request), **nodes.group_tags(request.tags, request.num_nodes)}
+        extra = {"infiniband": infiniband, "accelerated_networking": accelerated}
+        return self._instance(
+            nodes.node_id(group, plan.vm_name), group, {**shared, **plan.tags}, made.vm,
+            made.public_ip, key_file, made.private_ip, extra,
+        )  # fmt: skip
+
     def _key(self, request: CreateRequest, group: str) -> tuple[str | None, str]:
         """(private key file we made or None, the public key to authorize)."""
         public_key = request.ssh_public_key.strip()
@@ -280,22 +308,10 @@ class AzureProvider(Provider):
         )
 
     def _ssh_cidr(self, request: CreateRequest) -> str:
-        raw = self.ctx.config.get("ssh_cidr")
-        if raw:
-            try:
-                return normalized_cidr(raw)
-            except ValueError as exc:
-                raise ConfigError(
-                    f"providers.azure.ssh_cidr: '{raw}' is not a CIDR", hint="e.g. 203.0.113.7/32"
-                ) from exc
-        url = str(self.ctx.config.get("ip_lookup_url") or DEFAULT_IP_LOOKUP)
-        return config.caller_cidr(url)
+        return config.ssh_cidr(self.ctx.config, DEFAULT_IP_LOOKUP)
 
     def _ssh_port(self) -> int:
-        raw = self.ctx.config.get("ssh_port", 22)
-        if not isinstance(raw, int) or isinstance(raw, bool) or not 0 < raw < 65536:
-            raise ConfigError(f"providers.azure.ssh_port: expected a port number, got {raw!r}")
-        return raw
+        return config.ssh_port(self.ctx.config)
 
     def describe(self, instance_id: str) -> Instance:
         arm = self._arm()

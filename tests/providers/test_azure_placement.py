@@ -7,6 +7,7 @@ leftover found by tag; another owner's groups are never touched."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -19,11 +20,17 @@ from cloudgpu_providers.azure.nodes import TAG_NODES
 
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import CapacityError, QuotaError
+from cloudgpu.lifecycle.deps import Deps
+from cloudgpu.lifecycle.provision import provision_nodes, replace_node
+from cloudgpu.lifecycle.teardown import teardown_instance, teardown_job
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_INSTANCE, TAG_JOB, TAG_OWNER, CreateRequest, InstanceState
+from cloudgpu.spec.model import JobSpec
+from cloudgpu.state.store import Store
 from cloudgpu.testing import ProviderContract
 from tests.fixtures.azure.fake_arm import FakeArm
 from tests.fixtures.azure.support import StaticToken
+from tests.lifecycle.helpers import Lines
 from tests.providers.test_azure import A100, H100, arm, make_offer, make_provider
 
 __all__ = ["arm"]  # the fixture, imported for pytest
@@ -227,3 +234,69 @@ def test_the_fake_refuses_what_arm_refuses_of_placement(arm: FakeArm) -> None:
     clients.compute.virtual_machines.begin_delete("rg", "vm").result()
     clients.network.network_interfaces.begin_delete("rg", "nic").result()
     assert sorted(r["name"] for r in arm.state.group_resources("rg")) == ["far", "near", "set"]
+
+
+def test_a_lost_node_is_replaced_inside_the_live_group(arm: FakeArm, paths: Paths) -> None:
+    """Capabilities.replace_node: the replacement joins the group's subnet, placement
+    group and availability set; one that cannot be had leaves the survivors alone."""
+    provider = make_provider(arm, paths)
+    reqs = group_requests(make_offer(H100), 2)
+    survivor, lost = provider.create_nodes(reqs)
+    group = lost.extra["resource_group"]
+    (rid,) = [r for r in arm.state.resources if r.endswith(f"/virtualmachines/{reqs[1].name}")]
+    del arm.state.resources[rid]  # the host failed: the VM is gone
+    provider.terminate(lost.id)  # the lifecycle tears the lost node down first
+    assert set(arm.state.groups) == {group.lower()}
+    again = replace(reqs[1], name=f"{reqs[1].name}-r", tags={**reqs[1].tags, TAG_INSTANCE: "i-r"})
+    new = provider.create(again)
+    assert new.id == f"{group}/{again.name}" and new.private_address == "10.0.0.6"
+    assert new.extra["infiniband"] and new.tags[TAG_INSTANCE] == "i-r"
+    vms = [b["properties"] for _, b in bodies_of(arm, "virtualmachines")]
+    assert vms[2]["proximityPlacementGroup"] == vms[0]["proximityPlacementGroup"]
+    assert vms[2]["availabilitySet"] == vms[0]["availabilitySet"]
+    nic = bodies_of(arm, "networkinterfaces")[2][1]["properties"]
+    assert nic["ipConfigurations"][0]["properties"]["subnet"]["id"].endswith(
+        "/vnet/subnets/default"
+    )
+    found = provider.list_instances({TAG_JOB: reqs[0].tags[TAG_JOB]})
+    assert sorted(i.id for i in found) == sorted([survivor.id, new.id])
+    # No room for one more: only the newcomer's own resources go.
+    arm.state.capacity[("eastus", H100)] = 2
+    extra = replace(again, name=f"{reqs[1].name}-x", tags={**again.tags, TAG_INSTANCE: "i-x"})
+    with pytest.raises(CapacityError, match="AllocationFailed"):
+        provider.create(extra)
+    names = {r["name"] for r in arm.state.group_resources(group)}
+    assert not {n for n in names if n.startswith(extra.name)}
+    assert {survivor.id.split("/")[1], again.name} <= names
+    for n in (survivor, new):
+        provider.terminate(n.id)
+    assert arm.state.groups == {}
+    with pytest.raises(CapacityError, match="gone"):  # the whole group went meanwhile
+        provider.create(extra)
+    assert not list(paths.keys_dir.glob(f"azure-{group}*"))  # no key made for it stays
+
+
+def test_the_lifecycle_replaces_a_node_in_the_group_it_provisioned(
+    arm: FakeArm, paths: Paths, tmp_path: Path
+) -> None:
+    """The lifecycle's own provision_nodes and replace_node on Azure: the node's record,
+    its request (group, rank) and the provider's join agree."""
+    prov = make_provider(arm, paths)
+    store = Store.open(tmp_path / "state.db")
+    deps = Deps(store, lambda _: prov, paths, Lines(), "tester", connect=lambda *a, **k: None)
+    store.add_job("j-1", "j", {}, spec_path="", log_path="", state="provisioning")
+    job, until = JobSpec(name="j"), time.time() + 3600
+    nodes = provision_nodes(
+        deps, "j-1", job, [make_offer(A100)], public_key="",
+        deadline=lambda _: until, excluded=set(), count=lambda _: 2,
+    )  # fmt: skip
+    try:
+        teardown_instance(deps, store.instance(nodes[1].record_id), final_state="preempted")
+        new = replace_node(deps, "j-1", job, nodes, 1, public_key="", deadline=until)
+        assert new.instance.extra["resource_group"] == nodes[0].instance.extra["resource_group"]
+        assert new.instance.private_address == "10.0.0.6"
+        live = sorted(r.provider_id for r in store.instances("j-1", live_only=True))
+        assert live == sorted([nodes[0].instance.id, new.instance.id])
+    finally:
+        teardown_job(deps, "j-1")
+    assert arm.state.groups == {}
