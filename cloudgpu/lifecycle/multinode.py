@@ -30,10 +30,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import cached_property
 
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.costs import billing
-from cloudgpu.errors import CloudGPUError, JobError
+from cloudgpu.errors import CloudGPUError, JobError, RemoteError
 from cloudgpu.lifecycle import faults, states, watch
 from cloudgpu.lifecycle.bootstrap import bootstrap
 from cloudgpu.lifecycle.checkpoint import Syncer
@@ -57,6 +58,17 @@ class MultiNodeRun(JobRun):
     # (nodes replaced one by one started at different times).
     billed: tuple[list[tuple[float, float]], Capabilities] | None = None
 
+    @cached_property
+    def prepared(self) -> set[str]:
+        """The instance records bootstrapped and staged: a node kept through a
+        replacement is not prepared again."""
+        return set()
+
+    @cached_property
+    def set_up(self) -> set[str]:
+        """The instance records whose setup has run (not again on a kept node)."""
+        return set()
+
     @property
     def port(self) -> int:
         return master_port(self.job_id)
@@ -76,13 +88,11 @@ class MultiNodeRun(JobRun):
         excluded: set[str] = set()
         preemptions = 0
         nodes: list[Provisioned] = []
-        fresh: list[int] = []  # the ranks still to prepare: bootstrap, data, setup
         while True:
             if not nodes:
                 nodes = self._provision(excluded)
-                fresh = list(range(len(nodes)))
             self._go_live(nodes)
-            rc = self._on_nodes(nodes, fresh, resumed=preemptions > 0)
+            rc = self._on_nodes(nodes, resumed=preemptions > 0)
             if rc is not None:
                 return rc
             preemptions += 1
@@ -92,7 +102,7 @@ class MultiNodeRun(JobRun):
             kept = None if at_limit else self._replace_lost(nodes, lost)
             self.watcher.reset()
             if kept is not None:
-                nodes, fresh = kept, lost
+                nodes = kept
                 continue
             self._replace_group(nodes, lost, excluded)
             nodes = []
@@ -197,28 +207,18 @@ class MultiNodeRun(JobRun):
             except CloudGPUError as exc:
                 self.deps.sink.info(f"{name}: left for `down --orphans`: {exc}")
 
-    def _on_nodes(
-        self, nodes: Sequence[Provisioned], fresh: Sequence[int], resumed: bool
-    ) -> int | None:
+    def _on_nodes(self, nodes: Sequence[Provisioned], resumed: bool) -> int | None:
         """The job's exit code; None when a node was lost (the caller replaces it).
-        Only the ``fresh`` ranks are bootstrapped, staged and set up."""
-        self.state(states.BOOTSTRAPPING)
+        Only nodes new to the job are bootstrapped, staged and set up."""
         opened: dict[int, Machine] = {}  # closed at the end even when a connect failed
-        ranks = range(len(nodes))
         try:
-
-            def connect(rank: int) -> None:
-                opened[rank] = self._connect(nodes[rank])
-
-            on_all(ranks, connect)
-            machines = [opened[r] for r in ranks]
-            # The store is this thread's: node threads only talk to their machines.
-            self.state(states.STAGING)
-            on_all(fresh, lambda r: self._prepare_node(machines[r], nodes[r]))
-            if resumed:
-                sink, ckpt, env = self.deps.sink, self.ckpt_local, self.deps.env
-                on_all(ranks, lambda r: restore_checkpoint(machines[r], self.job, ckpt, sink, env))
-            rc = self._commands_all(machines, nodes, fresh)
+            try:
+                machines = self._ready(nodes, resumed, opened)
+            except RemoteError:
+                if self._trip_if_lost(nodes):
+                    return None  # before the run: nothing new to flush
+                raise
+            rc = self._commands_all(machines, nodes)
             if self.watcher.reason and self.job.checkpoint:
                 flush_checkpoint(
                     machines[0], self.job, self.ckpt_local, self.deps.sink, self.deps.env
@@ -236,6 +236,33 @@ class MultiNodeRun(JobRun):
             for m in opened.values():
                 m.close()
 
+    def _ready(
+        self, nodes: Sequence[Provisioned], resumed: bool, opened: dict[int, Machine]
+    ) -> list[Machine]:
+        """Every node connected (into ``opened``), the new ones prepared, and the
+        checkpoint restored on each when the run resumes."""
+        self.state(states.BOOTSTRAPPING)
+        ranks = range(len(nodes))
+
+        def connect(rank: int) -> None:
+            opened[rank] = self._connect(nodes[rank])
+
+        on_all(ranks, connect)
+        machines = [opened[r] for r in ranks]
+        # The store is this thread's: node threads only talk to their machines.
+        self.state(states.STAGING)
+        prepared = self.prepared
+
+        def prepare(rank: int) -> None:
+            self._prepare_node(machines[rank], nodes[rank])
+            prepared.add(nodes[rank].record_id)  # one node lost: the others stay prepared
+
+        on_all([r for r in ranks if nodes[r].record_id not in prepared], prepare)
+        if resumed:
+            sink, ckpt, env = self.deps.sink, self.ckpt_local, self.deps.env
+            on_all(ranks, lambda r: restore_checkpoint(machines[r], self.job, ckpt, sink, env))
+        return machines
+
     def _prepare_node(self, machine: Machine, got: Provisioned) -> None:
         """Bootstrap (NVMe, deadline) and the job's data, on one node."""
         caps = got.provider.capabilities
@@ -251,13 +278,13 @@ class MultiNodeRun(JobRun):
             for rank, (m, n) in enumerate(zip(machines, nodes, strict=True))
         ]
 
-    def _commands_all(
-        self, machines: Sequence[Machine], nodes: Sequence[Provisioned], fresh: Sequence[int]
-    ) -> int:
-        """Setup on the ``fresh`` ranks, then the run on every node (rank 0's checkpoint
-        synced back while it runs); the run's exit code."""
+    def _commands_all(self, machines: Sequence[Machine], nodes: Sequence[Provisioned]) -> int:
+        """Setup on the nodes that have not had it, then the run on every node (rank 0's
+        checkpoint synced back while it runs); the run's exit code."""
         envs = self._envs(machines, nodes)
         stop, sink = self.watcher.stop, self.deps.sink
+        set_up = self.set_up
+        fresh = [r for r, got in enumerate(nodes) if got.record_id not in set_up]
         if self.job.setup.strip() and fresh and not self.watcher.reason:
             self.state(states.SETUP)
             sink.info(f"setup: starting on {len(fresh)} node(s)")
@@ -271,6 +298,8 @@ class MultiNodeRun(JobRun):
                     f"{rcs[failed]}; log: {self._log_path()}",
                     exit_code=rcs[failed],
                 )
+            if failed is None:
+                set_up.update(nodes[r].record_id for r in fresh)
         if not self.job.run.strip() or self.watcher.reason:
             return 0
         self.state(states.RUNNING)
@@ -287,17 +316,25 @@ class MultiNodeRun(JobRun):
         preemption path: the watcher is tripped), or did the job fail?"""
         if self.watcher.reason:
             return self.watcher.reason == watch.PREEMPTED
-        # A dead peer fails the others' collectives too, often before its own session
-        # reports it: every node is asked, not only the one that ended first.
+        if self._trip_if_lost(nodes):
+            return True
+        self.deps.sink.info(
+            f"{what} failed on node {failed} (exit code {rc}): stopped the other nodes"
+        )
+        return False
+
+    def _trip_if_lost(self, nodes: Sequence[Provisioned]) -> bool:
+        """Whether a node was taken away (the watcher is then tripped: the preemption
+        path). A dead peer fails the others' collectives and sessions too, often before
+        its own session reports it: every node is asked, not only the one that failed."""
+        if self.watcher.reason == watch.PREEMPTED:
+            return True
         for got in nodes:
             state = faults.instance_lost(got, self.deps.sleep)
             if state is not None:
                 iid = got.instance.id
                 self.watcher.trip(watch.PREEMPTED, f"instance {iid} is {state.value}", iid)
                 return True
-        self.deps.sink.info(
-            f"{what} failed on node {failed} (exit code {rc}): stopped the other nodes"
-        )
         return False
 
     def _end(self, keep: bool) -> None:

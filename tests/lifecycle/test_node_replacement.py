@@ -1,15 +1,15 @@
 """One node of a multi-node job lost mid-run (a spot notice, or vanished without one) on
 the sim cloud: only that node is replaced, in the group's placement, the survivors keep
 their instances, data and setup, and every node resumes from rank 0's checkpoint; rank 0
-lost without notice resumes from the last sync; a replacement the placement refuses
-(sim ``group_spares``) falls back to a whole new group on the next offer. Every test
-ends with no sim instance left."""
+lost without notice resumes from the last sync; a node lost while the data is staged is
+replaced the same way; a replacement the placement refuses (sim ``group_spares``) falls
+back to a whole new group on the next offer; the client killed -9 as the replacement is
+made leaves nothing `down --orphans` cannot sweep. Every test ends with no sim instance
+left."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +17,8 @@ import pytest
 
 from cloudgpu.lifecycle.provision import NODE_RANK_TAG
 from cloudgpu.state.store import InstanceRecord
-from tests.lifecycle.helpers import job_file, store, wait_for
+from tests.faults.simkit import launch_proc
+from tests.lifecycle.helpers import cli_proc, job_file, store, wait_for
 from tests.lifecycle.test_sim_e2e import configure, job_state, live_sim, offer, sim, sweep
 
 __all__ = ["sweep"]  # every test ends with no sim instance left
@@ -76,13 +77,7 @@ def _step(path: Path) -> int:
 def lose_one(tmp_path: Path, home: Path, nodes: int, rank: int, how: str) -> Ran:
     """Launch the resumable job, let rank 0 make progress, then take ``rank`` away:
     ``notice`` (a spot preemption 3 s ahead) or ``vanish`` (gone at once, no notice)."""
-    job = job_file(tmp_path, RESUMABLE.format(nodes=nodes))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cloudgpu", "launch", str(job), "--yes"],
-        env={**os.environ, "CLOUDGPU_HOME": str(home)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = launch_proc(job_file(tmp_path, RESUMABLE.format(nodes=nodes)), home)
     try:
         wait_for(lambda: len(_ranks(home)) == nodes, 120, f"{nodes} nodes")
         wait_for(lambda: job_state(home) == "running", 120, "running")
@@ -170,3 +165,58 @@ def test_a_replacement_the_placement_refuses_replaces_the_whole_group(
     assert ran.out.count("setup on node") == 4  # a new group: setup everywhere again
     assert (tmp_path / "results" / "result.txt").read_text() == "done at 30\n"
     assert live_sim(cloudgpu_home) == []
+
+
+def test_a_node_lost_while_the_data_is_staged_is_replaced_alone(
+    tmp_path: Path, cloudgpu_home: Path
+) -> None:
+    configure(cloudgpu_home, [offer("sim.spot", 0.3, "spot"), offer("sim.od", 0.9)])
+    (tmp_path / "data").mkdir()
+    for i in range(4):  # long enough to stage that rank 1 goes in the middle of it
+        (tmp_path / "data" / f"shard-{i}.bin").write_bytes(bytes([i]) * 10_000_000)
+    job = RESUMABLE.format(nodes=2).replace(
+        "outputs:", "data:\n  - {src: ./data, dst: /nvme/data}\noutputs:"
+    )
+    proc = launch_proc(job_file(tmp_path, job), cloudgpu_home)
+    try:
+        wait_for(lambda: job_state(cloudgpu_home) == "staging", 120, "staging")
+        first = _ranks(cloudgpu_home)
+        sim(cloudgpu_home).terminate(first[1])
+        out_b, err_b = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    err = err_b.decode()
+    assert proc.returncode == 0, err
+    assert f"node 1 ({first[1]}) gone" in err and "node 1 replaced by" in err
+    recs = store(cloudgpu_home).instances(store(cloudgpu_home).jobs()[0].id)
+    assert len(recs) == 3 and {r.provider_id: r.state for r in recs}[first[0]] == "terminated"
+    # Rank 0 had its data but no setup yet when rank 1 went: it gets setup, not data.
+    out = out_b.decode()
+    assert out.count("setup on node") == 2 and "[node 0] setup on node 0" in out
+    assert (tmp_path / "results" / "result.txt").read_text() == "done at 30\n"
+    assert live_sim(cloudgpu_home) == []
+
+
+def test_kill9_of_the_client_as_the_replacement_is_made_leaves_nothing_behind(
+    tmp_path: Path, cloudgpu_home: Path
+) -> None:
+    configure(cloudgpu_home, [offer("sim.spot", 0.3, "spot")], boot_delay=2.0)
+    proc = launch_proc(job_file(tmp_path, RESUMABLE.format(nodes=2)), cloudgpu_home)
+    try:
+        wait_for(lambda: job_state(cloudgpu_home) == "running", 120, "running")
+        first = _ranks(cloudgpu_home)
+        sim(cloudgpu_home).preempt(first[1], notice=1.0)
+        # The replacement is recorded before its create: kill the client right then.
+        jid = store(cloudgpu_home).jobs()[0].id
+        wait_for(lambda: len(store(cloudgpu_home).instances(jid)) == 3, 60, "the replacement")
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    res = cli_proc(["down", "--orphans", "--yes"], cloudgpu_home, env={"CLOUDGPU_SIM": "1"})
+    assert res.returncode == 0, res.stderr
+    assert (
+        live_sim(cloudgpu_home) == [] and store(cloudgpu_home).instances(jid, live_only=True) == []
+    )
