@@ -10,10 +10,11 @@ in; the planner never loads a catalog or opens a store itself.
 """
 
 from cloudgpu.planner.calibrate import Calibration, RunHistory
+from cloudgpu.planner.candidate import Candidate, Estimates, Plan
 from cloudgpu.planner.frameworks import resolve as resolve_framework
 from cloudgpu.planner.models import ModelArch, arch_from_params, known_models, lookup_model
 from cloudgpu.planner.overhead import StartupHistory
-from cloudgpu.planner.rank import OBJECTIVES, Candidate, Estimates, Plan, plan, workload_of
+from cloudgpu.planner.rank import OBJECTIVES, plan, workload_of
 from cloudgpu.planner.workload import Workload, parse_workload
 
 __all__ = [

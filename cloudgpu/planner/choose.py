@@ -24,8 +24,9 @@ from cloudgpu.catalog.offer import Offer, describe_offer
 from cloudgpu.catalog.requirements import from_resources
 from cloudgpu.errors import CloudGPUError, ConfigError
 from cloudgpu.planner.calibrate import RunHistory
+from cloudgpu.planner.candidate import Candidate, Plan
 from cloudgpu.planner.overhead import StartupHistory
-from cloudgpu.planner.rank import Candidate, Plan, plan
+from cloudgpu.planner.rank import plan
 from cloudgpu.provider import Capabilities, Provider
 from cloudgpu.spec.model import DataItem, JobSpec
 
