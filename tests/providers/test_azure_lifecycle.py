@@ -96,9 +96,12 @@ def test_launch_as_subprocess(
 
 
 def test_no_capacity_fails_cleanly_and_leaves_nothing(
-    configured: tuple[Path, dict[str, str]], arm: FakeArm
+    configured: tuple[Path, dict[str, str]], arm: FakeArm, tmp_path: Path
 ) -> None:
-    job, _ = configured
+    # One region: each offer tried is a group made and deleted; the T4 sizes of eight
+    # regions took ~25 s and proved nothing more than those of one.
+    one_region = launch_job("az-life", "T4", "azure", resources="  regions: [eastus]\n", probe="")
+    job = job_file(tmp_path, one_region, name="one-region.yaml")
     for size in (
         "Standard_NC4as_T4_v3",
         "Standard_NC8as_T4_v3",
@@ -109,6 +112,9 @@ def test_no_capacity_fails_cleanly_and_leaves_nothing(
     err = launch_fails_cleanly(job)
     assert "SkuNotAvailable" in err or "capacity" in err.lower()
     assert arm.state.groups == {}
+    tried = {p.lower().split("/resourcegroups/")[1] for m, p, _ in arm.state.requests
+             if m == "PUT" and p.lower().count("/") == 4}  # fmt: skip
+    assert len(tried) == 4  # each of eastus's four T4 sizes, then a clear failure
 
 
 SPOT_JOB = """\
