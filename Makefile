@@ -61,6 +61,9 @@ LOW_TESTS := tests/providers/test_aws.py tests/providers/test_aws_refresh.py \
 	tests/providers/test_gcp_refresh.py tests/providers/test_azure.py \
 	tests/providers/test_azure_offers.py tests/providers/test_azure_units.py \
 	tests/providers/test_azure_auth.py tests/providers/test_azure_models.py \
+	tests/providers/test_azure_placement.py::test_nodes_share_one_group_network_and_placement_group \
+	tests/providers/test_azure_placement.py::test_a_lost_node_is_replaced_inside_the_live_group \
+	tests/providers/test_azure_placement.py::test_the_fake_refuses_what_arm_refuses_of_placement \
 	tests/data/test_pull_stores.py \
 	tests/providers/test_kaggle.py tests/providers/test_kubernetes.py
 test-lowest: sysdeps tools
