@@ -192,6 +192,8 @@ class AzureProvider(Provider):
         group = GROUP_PREFIX + request.name
         key_file, public_key = self._key(request, group)
         plan = self._plan(request, group, public_key, self._ssh_cidr(request))
+        _rdma, accelerated = nodes.network_features(self._arm(), plan.location, plan.size)
+        plan = replace(plan, accelerated_networking=accelerated)
         created = deploy.create_group(self._arm(), plan, *self._create_args(request))
         return self._instance(group, group, plan.tags, created.vm, created.public_ip, key_file)
 

@@ -125,6 +125,8 @@ def test_spot_create_sends_tags_cidr_key_spot_fields_and_schedule(
         (r["properties"]["sourceAddressPrefix"], r["properties"]["destinationPortRange"])
         for r in nsg
     ] == [("198.51.100.7/32", "22")]
+    # The size's SKU says AcceleratedNetworkingEnabled (resource_skus.list, region-filtered).
+    assert bodies[4][1]["properties"]["enableAcceleratedNetworking"] is True
     vm = bodies[5][1]["properties"]
     assert (vm["priority"], vm["evictionPolicy"], vm["billingProfile"]) == (
         "Spot",
@@ -201,8 +203,9 @@ def test_throttling_is_retried(arm: FakeArm, paths: Paths) -> None:
     arm.state.throttle_next = 2
     provider = make_provider(arm, paths)
     inst = provider.create(request("job-throttle"))
-    throttled = [r for r in arm.state.requests if r[0] == "PUT"]
-    assert len(throttled) == 9  # 7 resources + the 2 retried after 429
+    first = arm.state.requests[0][:2]  # the size's resource_skus.list: 429, 429, answered
+    assert [r[:2] for r in arm.state.requests[:3]] == [first] * 3 and first[0] == "GET"
+    assert len([r for r in arm.state.requests if r[0] == "PUT"]) == 7  # each resource once
     assert provider.describe(inst.id).state == InstanceState.RUNNING
     provider.terminate(inst.id)
 
