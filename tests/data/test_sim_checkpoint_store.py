@@ -40,8 +40,9 @@ run: |
   mkdir -p $CLOUDGPU_NVME/ckpt $CLOUDGPU_NVME/out
   step=$(cat $CLOUDGPU_NVME/ckpt/step 2>/dev/null || echo 0)
   echo "starting at $step" | tee -a $CLOUDGPU_NVME/out/starts
+  pace=0.25; [ "$step" -gt 0 ] && pace=0.02  # resumed: no preemption left to wait for
   while [ "$step" -lt 60 ]; do  # a checkpoint every 8 steps, written whole, then renamed
-    step=$((step + 1)); sleep 0.25
+    step=$((step + 1)); sleep $pace
     if [ $((step % 8)) = 0 ]; then
       echo $step > $CLOUDGPU_NVME/c.tmp && mv $CLOUDGPU_NVME/c.tmp $CLOUDGPU_NVME/ckpt/step
     fi
