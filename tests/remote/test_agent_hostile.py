@@ -215,7 +215,13 @@ def test_huge_lengths_are_refused_without_allocating(tmp_path: Path) -> None:
     )
     with pytest.raises(RemoteError, match="a path of"):
         download(raw, tmp_path / "results")
-    bomb = zlib.compress(b"f1 1 " + b"a" * (syncwire.MAX_MANIFEST + 10), 9)
+    # A deflate stream of just over MAX_MANIFEST bytes, built as a peer would: one 1 MiB
+    # block repeated (each full flush resets the window, so the block's bytes recur),
+    # not by compressing a gigabyte here.
+    z = zlib.compressobj(9)
+    head = z.compress(b"f1 1 ") + z.flush(zlib.Z_FULL_FLUSH)
+    block = z.compress(b"a" * (1 << 20)) + z.flush(zlib.Z_FULL_FLUSH)
+    bomb = head + block * (syncwire.MAX_MANIFEST // (1 << 20) + 1)
     with pytest.raises(syncwire.SyncError, match="manifest over"):
         syncwire.decode_manifest(bomb)
     with pytest.raises(syncwire.SyncError, match="unreadable manifest"):
