@@ -103,21 +103,39 @@ def _parallel(fn: Any, items: Any) -> None:
 # ---------------------------------------------------------------- S3
 
 
+def s3_client(url: str) -> Any:
+    """An S3 client of the test's own, with the test keys, for moto (or the gate) at ``url``."""
+    import boto3
+
+    return boto3.client(
+        "s3",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id=S3_KEY,
+        aws_secret_access_key=S3_SECRET,
+    )
+
+
+def gcs_client(url: str) -> Any:
+    """An anonymous GCS client for the emulator (or the gate) at ``url``."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage  # type: ignore[attr-defined]
+
+    return storage.Client(
+        project="cloudgpu-test",
+        credentials=AnonymousCredentials(),
+        client_options={"api_endpoint": url},
+    )
+
+
 @contextmanager
 def s3_store(data: Dataset, prefix: str = "sets/v1") -> Iterator[StoreUnderTest]:
-    import boto3
     from boto3.s3.transfer import TransferConfig
 
     from tests.providers.aws_fixtures.servers import moto_server
 
     with moto_server() as url, gate(url, s3_verifier(S3_KEY, S3_SECRET), check_md5=True) as g:
-        c = boto3.client(
-            "s3",
-            endpoint_url=url,
-            region_name="us-east-1",
-            aws_access_key_id=S3_KEY,
-            aws_secret_access_key=S3_SECRET,
-        )
+        c = s3_client(url)
         c.create_bucket(Bucket="training")
         small = {k: v for k, v in data.files.items() if k != data.large}
         _parallel(
@@ -180,8 +198,6 @@ def _service_account(tmp: Path) -> tuple[Path, bytes, str]:
 @contextmanager
 def gcs_store(data: Dataset, tmp: Path, prefix: str = "sets/v1") -> Iterator[StoreUnderTest]:
     from gcp_storage_emulator.server import create_server
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import storage  # type: ignore[attr-defined]
 
     port = free_port()
     server = create_server("127.0.0.1", port, in_memory=True)
@@ -190,11 +206,7 @@ def gcs_store(data: Dataset, tmp: Path, prefix: str = "sets/v1") -> Iterator[Sto
         url = f"http://127.0.0.1:{port}"
         sa, public, key_line = _service_account(tmp)
         with gate(url, gcs_verifier(public), check_md5=True) as g:
-            c = storage.Client(
-                project="cloudgpu-test",
-                credentials=AnonymousCredentials(),
-                client_options={"api_endpoint": url},
-            )
+            c = gcs_client(url)
             bucket = c.create_bucket("training-gs")
             _parallel(
                 lambda kv: bucket.blob(f"{prefix}/{kv[0]}").upload_from_string(kv[1]),
@@ -310,28 +322,13 @@ def direct_read(sut: StoreUnderTest, key: str) -> bytes | None:
     when there is no such object."""
     up = sut.gate.upstream
     if sut.name == "s3":
-        import boto3
-
-        c = boto3.client(
-            "s3",
-            endpoint_url=up,
-            region_name="us-east-1",
-            aws_access_key_id=S3_KEY,
-            aws_secret_access_key=S3_SECRET,
-        )
+        c = s3_client(up)
         try:
             return bytes(c.get_object(Bucket="training", Key=key)["Body"].read())
         except c.exceptions.NoSuchKey:
             return None
     if sut.name == "gcs":
-        from google.auth.credentials import AnonymousCredentials
-        from google.cloud import storage  # type: ignore[attr-defined]
-
-        client = storage.Client(
-            project="cloudgpu-test",
-            credentials=AnonymousCredentials(),
-            client_options={"api_endpoint": up},
-        )
+        client = gcs_client(up)
         blob = client.bucket("training-gs").get_blob(key)
         return None if blob is None else bytes(blob.download_as_bytes())
     from azure.core.exceptions import ResourceNotFoundError
@@ -347,25 +344,10 @@ def direct_read(sut: StoreUnderTest, key: str) -> bytes | None:
 def direct_write(sut: StoreUnderTest, key: str, data: bytes) -> None:
     up = sut.gate.upstream
     if sut.name == "s3":
-        import boto3
-
-        c = boto3.client(
-            "s3",
-            endpoint_url=up,
-            region_name="us-east-1",
-            aws_access_key_id=S3_KEY,
-            aws_secret_access_key=S3_SECRET,
-        )
+        c = s3_client(up)
         c.put_object(Bucket="training", Key=key, Body=data)
     elif sut.name == "gcs":
-        from google.auth.credentials import AnonymousCredentials
-        from google.cloud import storage  # type: ignore[attr-defined]
-
-        client = storage.Client(
-            project="cloudgpu-test",
-            credentials=AnonymousCredentials(),
-            client_options={"api_endpoint": up},
-        )
+        client = gcs_client(up)
         client.bucket("training-gs").blob(key).upload_from_string(data)
     else:
         from azure.storage.blob import BlobServiceClient
