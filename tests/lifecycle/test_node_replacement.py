@@ -36,12 +36,14 @@ run: |
   cd $CLOUDGPU_NVME/ckpt
   step=$(cat step 2>/dev/null || echo 0)
   echo "starting at step $step"
+  # {pace} s a step until the node is lost; a run that finds the checkpoint back: 0.01 s
+  p={pace}; [ "$step" -gt 0 ] && p=0.01
   while [ "$step" -lt 30 ]; do
     step=$((step + 1))
     if [ "$NODE_RANK" = 0 ]; then
       echo "$step" > step.new && mv step.new step
     fi
-    sleep 0.2
+    sleep $p
   done
   if [ "$NODE_RANK" = 0 ]; then echo "done at $step" > $CLOUDGPU_NVME/out/result.txt; fi
 outputs:
@@ -77,7 +79,7 @@ def _step(path: Path) -> int:
 def lose_one(tmp_path: Path, home: Path, nodes: int, rank: int, how: str) -> Ran:
     """Launch the resumable job, let rank 0 make progress, then take ``rank`` away:
     ``notice`` (a spot preemption 3 s ahead) or ``vanish`` (gone at once, no notice)."""
-    proc = launch_proc(job_file(tmp_path, RESUMABLE.format(nodes=nodes)), home)
+    proc = launch_proc(job_file(tmp_path, RESUMABLE.format(nodes=nodes, pace=0.2)), home)
     try:
         wait_for(lambda: len(_ranks(home)) == nodes, 120, f"{nodes} nodes")
         wait_for(lambda: job_state(home) == "running", 120, "running")
@@ -174,9 +176,9 @@ def test_a_node_lost_while_the_data_is_staged_is_replaced_alone(
     (tmp_path / "data").mkdir()
     for i in range(4):  # long enough to stage that rank 1 goes in the middle of it
         (tmp_path / "data" / f"shard-{i}.bin").write_bytes(bytes([i]) * 10_000_000)
-    job = RESUMABLE.format(nodes=2).replace(
-        "outputs:", "data:\n  - {src: ./data, dst: /nvme/data}\noutputs:"
-    )
+    # Lost in staging, before the run: it may step fast from the start.
+    staged = "data:\n  - {src: ./data, dst: /nvme/data}\noutputs:"
+    job = RESUMABLE.format(nodes=2, pace=0.01).replace("outputs:", staged)
     proc = launch_proc(job_file(tmp_path, job), cloudgpu_home)
     try:
         wait_for(lambda: job_state(cloudgpu_home) == "staging", 120, "staging")
@@ -203,7 +205,7 @@ def test_kill9_of_the_client_as_the_replacement_is_made_leaves_nothing_behind(
     tmp_path: Path, cloudgpu_home: Path
 ) -> None:
     configure(cloudgpu_home, [offer("sim.spot", 0.3, "spot")], boot_delay=2.0)
-    proc = launch_proc(job_file(tmp_path, RESUMABLE.format(nodes=2)), cloudgpu_home)
+    proc = launch_proc(job_file(tmp_path, RESUMABLE.format(nodes=2, pace=0.2)), cloudgpu_home)
     try:
         wait_for(lambda: job_state(cloudgpu_home) == "running", 120, "running")
         first = _ranks(cloudgpu_home)
