@@ -29,7 +29,7 @@ from tests.providers.aws_fixtures.account import (
     owned,
     recorded_job,
 )
-from tests.providers.aws_fixtures.servers import capacity_proxy, url_of
+from tests.providers.aws_fixtures.servers import sshd_network, url_of
 from tests.providers.aws_fixtures.setup import FAKE_ENV, REGION, make_provider, offer
 from tests.providers.lifecycle_kit import write_config
 from tests.remote.sshd import SSHDServer
@@ -60,9 +60,7 @@ def test_kill9_on_aws(
     results: Path,
 ) -> None:
     case.cloud, case.fault, case.stage = "aws (moto)", "kill -9 of the client", stage
-    with capacity_proxy(
-        moto_url, public_ip="127.0.0.1", authorized_keys=sshd.dir / "authorized_keys"
-    ) as proxy:
+    with sshd_network(moto_url, sshd) as proxy:
         write_config(
             cloudgpu_home,
             f'[providers.aws]\nregions = ["{REGION}"]\nendpoint_url = "{url_of(proxy)}"\n'

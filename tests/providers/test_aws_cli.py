@@ -15,9 +15,9 @@ from cloudgpu.provider import TAG_EXPIRES, TAG_JOB, TAG_OWNER, CreateRequest
 from tests.lifecycle.helpers import cli_proc, invoke, job_file, main_exit, store
 from tests.providers.aws_fixtures.account import ec2_url, moto_url
 from tests.providers.aws_fixtures.servers import (
-    capacity_proxy,
     load_products,
     pricing_replay,
+    sshd_network,
     url_of,
 )
 from tests.providers.aws_fixtures.setup import FAKE_ENV, make_provider, offer
@@ -137,12 +137,7 @@ def test_launch_fails_over_past_insufficient_capacity(
     ec2_url: str, cloudgpu_home: Path, creds: None, sshd: SSHDServer, tmp_path: Path
 ) -> None:
     nvme = tmp_path / "instance-nvme"
-    with capacity_proxy(
-        ec2_url,
-        fail_types=frozenset({"g5.xlarge"}),
-        public_ip="127.0.0.1",
-        authorized_keys=sshd.dir / "authorized_keys",
-    ) as proxy:
+    with sshd_network(ec2_url, sshd, fail_types=frozenset({"g5.xlarge"})) as proxy:
         _configure(
             cloudgpu_home,
             f'[providers.aws]\nregions = ["us-east-1"]\nendpoint_url = "{url_of(proxy)}"\n'

@@ -20,7 +20,7 @@ import pytest
 
 from tests.lifecycle.helpers import job_file, main_exit, store
 from tests.providers.aws_fixtures.account import ec2_url, moto_url
-from tests.providers.aws_fixtures.servers import capacity_proxy, imds_server, url_of
+from tests.providers.aws_fixtures.servers import imds_server, sshd_network, url_of
 from tests.providers.aws_fixtures.setup import FAKE_ENV, ec2_client
 from tests.providers.lifecycle_kit import (
     RESUMABLE_RUN,
@@ -48,9 +48,7 @@ JOB = launch_job(
 
 @pytest.fixture
 def network(ec2_url: str, sshd: SSHDServer) -> Iterator[object]:
-    with capacity_proxy(
-        ec2_url, public_ip="127.0.0.1", authorized_keys=sshd.dir / "authorized_keys"
-    ) as proxy:
+    with sshd_network(ec2_url, sshd) as proxy:
         yield proxy
 
 
@@ -159,10 +157,9 @@ def test_spot_notice_reprovisions_and_resumes(
         (200, SPOT_XML.format(sir=first, code=code, when=when).encode())
         for code in ("fulfilled", "marked-for-termination")
     ]
-    with capacity_proxy(
+    with sshd_network(
         ec2_url,
-        public_ip="127.0.0.1",
-        authorized_keys=sshd.dir / "authorized_keys",
+        sshd,
         spot_request_ids=(first, second),
         scripted={"DescribeSpotInstanceRequests": answers},
     ) as proxy:
@@ -215,10 +212,9 @@ def test_host_key_is_checked_against_the_console_fingerprint(
 ) -> None:
     # A fingerprint that is not the sshd's stands for an address taken over by someone.
     fp = sshd.host_key_fingerprint if honest else "SHA256:" + "A" * 43
-    with capacity_proxy(
+    with sshd_network(
         ec2_url,
-        public_ip="127.0.0.1",
-        authorized_keys=sshd.dir / "authorized_keys",
+        sshd,
         scripted={"GetConsoleOutput": [_console(fp)] * 5},
     ) as proxy:
         _configure(cloudgpu_home, url_of(proxy), sshd, scratch, monkeypatch)

@@ -20,7 +20,7 @@ import re
 import socket
 import urllib.parse
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from http.client import HTTPConnection
 from http.server import BaseHTTPRequestHandler, HTTPServer, ThreadingHTTPServer
 from pathlib import Path
@@ -29,6 +29,7 @@ from xml.etree import ElementTree
 
 from tests.fixtures.http_fake import serve
 from tests.providers.aws_fixtures import placement
+from tests.remote.sshd import SSHDServer
 
 HERE = Path(__file__).resolve().parent
 
@@ -254,6 +255,17 @@ def capacity_proxy(
         placement=placement.Groups(),
     ) as server:
         yield server
+
+
+def sshd_network(
+    upstream: str, sshd: SSHDServer, **kw: Any
+) -> AbstractContextManager[ThreadingHTTPServer]:
+    """``capacity_proxy`` (``kw`` as there) playing EC2's network and cloud-init for
+    instances that are the loopback ``sshd``: their public address is 127.0.0.1 and the
+    imported key pair is authorized in its authorized_keys."""
+    return capacity_proxy(
+        upstream, public_ip="127.0.0.1", authorized_keys=sshd.dir / "authorized_keys", **kw
+    )
 
 
 @contextmanager
