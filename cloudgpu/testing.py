@@ -10,7 +10,12 @@ Subclass :class:`ProviderContract` in your plugin's tests and supply two fixture
 The suite checks the name and capabilities, availability, the offer invariants (over the
 provider's own offers, its live offers where it has a price API, and its rows in the
 bundled catalog), create -> describe -> list by tag -> terminate (verified, idempotent)
-and that an unknown id describes as gone. It needs pytest (``pip install
+that an unknown id describes as gone, and, for a provider claiming
+Capabilities.replace_node, that a lost node's replacement joins its live group's
+placement (or is refused with CapacityError, leaving nothing behind). That check needs a
+third fixture, ``placement_of``: a function naming the placement an instance is in, read
+from your API's own answers (the fake's recorded state), never from what create() was
+asked. It needs pytest (``pip install
 'cloudgpu[dev]'`` or your own pytest); importing cloudgpu never imports this module.
 docs/providers.md walks through a plugin that uses it.
 """
@@ -20,6 +25,8 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from collections.abc import Callable, Hashable
+from dataclasses import replace
 
 import pytest
 
@@ -27,8 +34,10 @@ from cloudgpu.batch import BatchJob
 from cloudgpu.catalog import snapshot
 from cloudgpu.catalog.catalog import snapshot_path
 from cloudgpu.catalog.offer import FLAG_FREE_TIER, FLAG_UNKNOWN_GPU, MARKETS, Offer
+from cloudgpu.errors import CapacityError
 from cloudgpu.provider import (
     TAG_EXPIRES,
+    TAG_INSTANCE,
     TAG_JOB,
     TAG_OWNER,
     Availability,
@@ -39,6 +48,9 @@ from cloudgpu.provider import (
     Provider,
 )
 from cloudgpu.registry import has_live_prices
+
+# Which placement (group, policy, gang) an instance is in, as the provider's API says.
+PlacementOf = Callable[[Instance], Hashable]
 
 SUBCLASSES: list[type] = []  # every suite defined, so a coverage test can find the gaps
 
@@ -103,6 +115,23 @@ class ProviderContract:
             batch=BatchJob(job_id=job, setup="", run="sleep 60"),
         )
 
+    def group_requests(self, offer: Offer, n: int) -> list[CreateRequest]:
+        """One request per rank of an ``n``-node group, as the lifecycle fills them in."""
+        base = replace(self.request(offer), batch=None)
+        group = f"cg-{uuid.uuid4().hex[:10]}"
+        return [
+            replace(
+                base,
+                name=f"{base.name}-{r}",
+                tags={**base.tags, TAG_INSTANCE: f"i-{r}"},
+                idempotency_token=uuid.uuid4().hex,
+                group=group,
+                node_rank=r,
+                num_nodes=n,
+            )
+            for r in range(n)
+        ]
+
     def wait_running(self, provider: Provider, instance_id: str) -> Instance:
         deadline = time.monotonic() + self.ready_timeout
         inst = provider.describe(instance_id)
@@ -159,6 +188,56 @@ class ProviderContract:
         assert gone.state.is_gone
         assert provider.list_instances({TAG_JOB: req.tags[TAG_JOB]}) == []
         provider.terminate(inst.id)  # idempotent
+
+    @pytest.fixture
+    def placement_of(self) -> PlacementOf | None:
+        """Override in a suite whose provider claims Capabilities.replace_node."""
+        return None
+
+    def test_replace_node_joins_the_live_group(
+        self, provider: Provider, offer: Offer, placement_of: PlacementOf | None
+    ) -> None:
+        """Two nodes made together, rank 1 lost: a request naming the live group, that
+        rank and the survivor's zone gets a node in the survivor's placement, or
+        CapacityError with nothing of it left."""
+        if not provider.capabilities.replace_node:
+            pytest.skip(f"{provider.name} does not claim Capabilities.replace_node")
+        assert placement_of is not None, (
+            f"{provider.name} claims replace_node: its suite must supply a placement_of "
+            "fixture reading an instance's placement from the provider's API"
+        )
+        reqs = self.group_requests(offer, 2)
+        survivor, lost = provider.create_nodes(reqs)
+        made = [survivor.id, lost.id]
+        try:
+            here = self.wait_running(provider, survivor.id)
+            placement = placement_of(here)
+            assert placement, f"{survivor.id}: made in a group, but in no placement"
+            provider.terminate(lost.id)
+            again = replace(
+                reqs[1],
+                offer=replace(offer, zone=here.zone),
+                name=f"{reqs[1].name}-r",
+                tags={**reqs[1].tags, TAG_INSTANCE: "i-r"},
+                idempotency_token=uuid.uuid4().hex,
+            )
+            try:
+                new = provider.create(again)
+            except CapacityError:
+                found = provider.list_instances({TAG_JOB: again.tags[TAG_JOB]})
+                assert [i.id for i in found] == [survivor.id]  # the refused one left nothing
+                return
+            made.append(new.id)
+            joined = self.wait_running(provider, new.id)
+            assert joined.state == InstanceState.RUNNING
+            assert joined.zone == here.zone, "the replacement left the survivors' zone"
+            assert placement_of(joined) == placement, "the replacement is outside the group"
+            assert joined.tags.get(TAG_INSTANCE) == "i-r"
+            found = provider.list_instances({TAG_JOB: again.tags[TAG_JOB]})
+            assert sorted(i.id for i in found) == sorted([survivor.id, new.id])
+        finally:
+            for iid in reversed(made):
+                provider.terminate(iid)
 
     def test_describe_unknown_is_terminated(self, provider: Provider) -> None:
         assert provider.describe("cgpu-does-not-exist-0000").state.is_gone

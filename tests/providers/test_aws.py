@@ -24,8 +24,15 @@ from cloudgpu_providers.aws.launch import Image, run_args
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import CapacityError, ConfigError, NotFoundError
 from cloudgpu.paths import Paths
-from cloudgpu.provider import TAG_EXPIRES, TAG_JOB, TAG_OWNER, CreateRequest, InstanceState
-from cloudgpu.testing import ProviderContract
+from cloudgpu.provider import (
+    TAG_EXPIRES,
+    TAG_JOB,
+    TAG_OWNER,
+    CreateRequest,
+    Instance,
+    InstanceState,
+)
+from cloudgpu.testing import PlacementOf, ProviderContract
 from tests.providers.aws_fixtures.account import ec2_url, moto_url
 from tests.providers.aws_fixtures.servers import (
     capacity_proxy,
@@ -64,6 +71,17 @@ class TestAWSContract(ProviderContract):
     @pytest.fixture
     def offer(self) -> Offer:
         return offer()
+
+    @pytest.fixture
+    def placement_of(self, ec2_url: str) -> PlacementOf:
+        """The placement group and zone EC2's describe_instances reports."""
+
+        def placement(i: Instance) -> tuple[str, str]:
+            out = ec2_client(ec2_url).describe_instances(InstanceIds=[i.id])
+            where = out["Reservations"][0]["Instances"][0]["Placement"]
+            return where.get("GroupName", ""), where["AvailabilityZone"]
+
+        return placement
 
 
 def _request(o: Offer, **kw: object) -> CreateRequest:

@@ -32,10 +32,11 @@ from cloudgpu.provider import (
     TAG_JOB,
     TAG_OWNER,
     CreateRequest,
+    Instance,
     InstanceState,
     ProviderContext,
 )
-from cloudgpu.testing import ProviderContract
+from cloudgpu.testing import PlacementOf, ProviderContract
 from tests.fixtures.azure.fake_arm import FakeArm, provider_config
 from tests.fixtures.azure.fake_retail import FakeRetail
 from tests.fixtures.azure.support import TOKEN, StaticToken
@@ -95,6 +96,21 @@ class TestAzureContract(ProviderContract):
     @pytest.fixture
     def offer(self) -> Offer:
         return make_offer()
+
+    @pytest.fixture
+    def placement_of(self, arm: FakeArm) -> PlacementOf:
+        """The resource group, proximity placement group and availability set of the
+        VM as ARM stored it."""
+
+        def placement(i: Instance) -> tuple[str, str, str]:
+            group, name = i.id.split("/", 1)
+            rid = next(r for r in arm.state.resources if r.endswith(f"/virtualmachines/{name}"))
+            props = arm.state.resources[rid].get("properties", {})
+            ppg = (props.get("proximityPlacementGroup") or {}).get("id", "")
+            avset = (props.get("availabilitySet") or {}).get("id", "")
+            return group.lower(), ppg.lower(), avset.lower()
+
+        return placement
 
 
 def puts(arm: FakeArm) -> list[tuple[str, Any]]:

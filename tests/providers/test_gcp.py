@@ -17,8 +17,8 @@ from cloudgpu_providers.gcp import GCPProvider
 from cloudgpu.catalog.offer import Offer
 from cloudgpu.errors import CapacityError, ConfigError, ProviderError, QuotaError
 from cloudgpu.paths import Paths
-from cloudgpu.provider import TAG_JOB, TAG_OWNER, CreateRequest, InstanceState
-from cloudgpu.testing import ProviderContract
+from cloudgpu.provider import TAG_JOB, TAG_OWNER, CreateRequest, Instance, InstanceState
+from cloudgpu.testing import PlacementOf, ProviderContract
 from tests.backoff import jittered
 from tests.fixtures.gcp.server import FakeGCP
 from tests.providers.gcp_kit import by_key, fake, make_provider, offer, offers, provider
@@ -28,6 +28,19 @@ __all__ = ["fake", "offer", "offers", "provider"]  # the fixtures, imported for 
 
 class TestGCPContract(ProviderContract):
     provider_name = "gcp"
+
+    @pytest.fixture
+    def placement_of(self, fake: FakeGCP) -> PlacementOf:
+        """The placement policies and the group's network tags (all but the VM's own,
+        which its SSH rule targets) of the VM as Compute Engine stored it."""
+
+        def placement(i: Instance) -> tuple[tuple[str, ...], tuple[str, ...]]:
+            zone, name = i.id.split("/", 1)
+            body = fake.instances[(zone, name)]["_body"]
+            tags = [t for t in body.get("tags", {}).get("items", []) if t != name]
+            return tuple(body.get("resourcePolicies", [])), tuple(tags)
+
+        return placement
 
 
 def test_create_puts_key_labels_firewall_spot_deadline(

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from cloudgpu.errors import CapacityError, ConfigError, HostKeyError, RemoteErro
 from cloudgpu.paths import Paths
 from cloudgpu.provider import TAG_JOB, CreateRequest, Instance, InstanceState, ProviderContext
 from cloudgpu.remote import Machine, connect
-from cloudgpu.testing import ProviderContract
+from cloudgpu.testing import PlacementOf, ProviderContract
 
 SimFactory = Callable[..., SimProvider]
 
@@ -61,6 +61,46 @@ def offer(provider: SimProvider) -> Offer:
 
 class TestSimContract(ProviderContract):
     provider_name = "sim"
+
+    @pytest.fixture
+    def placement_of(self, provider: SimProvider) -> PlacementOf:
+        """The group in the instance's own record: the sim's placement."""
+        return lambda i: provider.describe(i.id).extra["group"]
+
+
+class ReplacementOutsideGroupSim(SimProvider):
+    """Claims replace_node, places a group's first nodes together, then makes a
+    replacement outside the group (it ignores request.group in create())."""
+
+    def create_nodes(self, requests: Sequence[CreateRequest]) -> list[Instance]:
+        return [SimProvider.create(self, r) for r in requests]
+
+    def create(self, request: CreateRequest) -> Instance:
+        return super().create(dataclasses.replace(request, group=""))
+
+
+class NoReplaceSim(SimProvider):
+    capabilities = dataclasses.replace(SimProvider.capabilities, replace_node=False)
+
+
+def test_the_replace_node_check_can_fail(paths: Paths, offer: Offer) -> None:
+    """The contract's replace_node check catches a replacement outside the live group
+    and a claim with no way to see placements; a provider not claiming it is skipped."""
+    ctx = ProviderContext(config={"enabled": True}, paths=paths, env={})
+    suite, wrong = TestSimContract(), ReplacementOutsideGroupSim(ctx)
+    try:
+        with pytest.raises(AssertionError, match="the replacement is outside the group"):
+            suite.test_replace_node_joins_the_live_group(
+                wrong, offer, lambda i: wrong.describe(i.id).extra["group"]
+            )
+        assert wrong.list_instances({}) == []  # the check cleaned up after itself
+        with pytest.raises(AssertionError, match="must supply a placement_of fixture"):
+            suite.test_replace_node_joins_the_live_group(wrong, offer, None)
+        with pytest.raises(pytest.skip.Exception, match="does not claim"):
+            suite.test_replace_node_joins_the_live_group(NoReplaceSim(ctx), offer, None)
+    finally:
+        for d in sorted((paths.data_dir / "sim").glob("sim-*")):
+            wrong.terminate(d.name)
 
 
 def request(offer: Offer, **kw: Any) -> CreateRequest:
