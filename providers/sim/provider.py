@@ -202,14 +202,7 @@ class SimProvider(Provider):
         for sub in ("nvme", "meta", "home"):
             (d / sub).mkdir()
         host_fp = inst.keygen(d / "host_ed25519", f"sim-host-{d.name}")
-        key_file = None
-        if request.ssh_public_key.strip():
-            pub = request.ssh_public_key.strip()
-        else:
-            inst.keygen(d / "client_ed25519", f"cloudgpu-{d.name}")
-            key_file = str(d / "client_ed25519")
-            pub = (d / "client_ed25519.pub").read_text().strip()
-        (d / "authorized_keys").write_text(pub + "\n")
+        key_file = self._authorize(d, request.ssh_public_key)
         namespaced = self.namespaced
         inside = inst.INSIDE if namespaced else str(d)
         nvme = "/nvme" if namespaced else str(d / "nvme")
@@ -229,8 +222,36 @@ class SimProvider(Provider):
         poweroff = d / "poweroff"
         poweroff.write_text(f'#!/bin/sh\nexec kill -USR1 "$(cat {inside}/{inst.POWEROFF_PID})"\n')
         poweroff.chmod(0o755)
+        state = self._record(d, request) | {
+            "port": port,
+            "user": user,
+            "host_key_fingerprint": host_fp,
+            "key_file": key_file,
+            "nvme_mount": nvme,
+            "namespaced": namespaced,
+        }
+        inst.write_state(d, state)
+        pid = inst.spawn(d, inside, namespaced)
+        state = inst.update_state(d, launcher_pid=pid, launcher_start=inst.start_time(pid)) or state
+        return self._instance(d, state)
+
+    @staticmethod
+    def _authorize(d: Path, public_key: str) -> str | None:
+        """Authorize ``public_key``, or a key pair made here when none is given (its
+        private part's path is returned: the instance's SSH key file)."""
+        pub = public_key.strip()
+        key_file = None
+        if not pub:
+            inst.keygen(d / "client_ed25519", f"cloudgpu-{d.name}")
+            key_file = str(d / "client_ed25519")
+            pub = (d / "client_ed25519.pub").read_text().strip()
+        (d / "authorized_keys").write_text(pub + "\n")
+        return key_file
+
+    def _record(self, d: Path, request: CreateRequest) -> dict[str, Any]:
+        """The state record's fields that come from the request and the config."""
         preempt_after = self.ctx.config.get("preempt_after")
-        state: dict[str, Any] = {
+        return {
             "id": d.name,
             "name": request.name,
             "offer": request.offer.to_dict(),
@@ -240,12 +261,6 @@ class SimProvider(Provider):
             "node_rank": request.node_rank,
             "state": inst.PENDING,
             "reason": "",
-            "port": port,
-            "user": user,
-            "host_key_fingerprint": host_fp,
-            "key_file": key_file,
-            "nvme_mount": nvme,
-            "namespaced": namespaced,
             "nvme_tmpfs_mb": int(self._num("nvme_tmpfs_mb", 0)),
             "created_at": self.ctx.clock(),
             "boot_delay": self._num("boot_delay", 0),
@@ -257,10 +272,6 @@ class SimProvider(Provider):
             "preempt_notice": self._num("preempt_notice", 120),
             "idempotency_token": request.idempotency_token,
         }
-        inst.write_state(d, state)
-        pid = inst.spawn(d, inside, namespaced)
-        state = inst.update_state(d, launcher_pid=pid, launcher_start=inst.start_time(pid)) or state
-        return self._instance(d, state)
 
     def describe(self, instance_id: str) -> Instance:
         d = self._dir(instance_id)
