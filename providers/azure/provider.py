@@ -23,11 +23,10 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from cloudgpu_providers import notices
-from cloudgpu_providers.azure import bodies, config, deploy, nodes, retail, sizes
+from cloudgpu_providers.azure import bodies, config, deploy, instances, nodes, retail, sizes
 from cloudgpu_providers.azure.arm import (
     ArmClients,
     azure_errors,
-    error_code,
     make_clients,
 )
 from cloudgpu_providers.azure.auth import detect, make_credential
@@ -45,8 +44,6 @@ from cloudgpu.errors import (
     TransientError,
 )
 from cloudgpu.provider import (
-    TAG_INSTANCE,
-    TAG_JOB,
     Availability,
     Capabilities,
     CreateRequest,
@@ -56,17 +53,11 @@ from cloudgpu.provider import (
     NoticeWatcher,
     Provider,
     ProviderContext,
-    SSHTarget,
 )
 from cloudgpu.spec.fields import Node, either
 
 TEXT_OR_FLAG = either("a client id, or true", TEXT, FLAG)
 
-# Our own tags on the group, next to the job's: what describe() needs after a restart.
-TAG_VM = "cloudgpu-azure-vm"
-TAG_MARKET = "cloudgpu-azure-market"
-TAG_PRICE = "cloudgpu-azure-price"
-GROUP_PREFIX = "cloudgpu-"
 SDK_MODULES = ("azure.identity", "azure.mgmt.compute", "azure.mgmt.network", "azure.mgmt.resource")
 DEFAULT_IP_LOOKUP = "https://api.ipify.org"
 
@@ -189,13 +180,15 @@ class AzureProvider(Provider):
     def create(self, request: CreateRequest) -> Instance:
         if request.group and request.num_nodes > 1:
             return self._join(request)
-        group = GROUP_PREFIX + request.name
+        group = instances.GROUP_PREFIX + request.name
         key_file, public_key = self._key(request, group)
         plan = self._plan(request, group, public_key, self._ssh_cidr(request))
         _rdma, accelerated = nodes.network_features(self._arm(), plan.location, plan.size)
         plan = replace(plan, accelerated_networking=accelerated)
         created = deploy.create_group(self._arm(), plan, *self._create_args(request))
-        return self._instance(group, group, plan.tags, created.vm, created.public_ip, key_file)
+        return instances.to_instance(
+            self.ctx.config, group, group, plan.tags, created.vm, created.public_ip, key_file
+        )
 
     def create_nodes(self, requests: Sequence[CreateRequest]) -> list[Instance]:
         """All nodes in one resource group (one network, one proximity placement group),
@@ -203,7 +196,7 @@ class AzureProvider(Provider):
         if len(requests) < 2:
             return super().create_nodes(requests)
         first = requests[0]
-        group = GROUP_PREFIX + first.group
+        group = instances.GROUP_PREFIX + first.group
         key_file, public_key = self._key(first, group)
         cidr = self._ssh_cidr(first)
         rdma, accelerated = nodes.network_features(
@@ -223,7 +216,7 @@ class AzureProvider(Provider):
             )
             for r in requests
         ]
-        shared = {**_offer_tags(first), **nodes.group_tags(first.tags, len(requests))}
+        shared = {**instances.offer_tags(first), **nodes.group_tags(first.tags, len(requests))}
         made = deploy.create_nodes(
             self._arm(),
             replace(plans[0], tags=shared),
@@ -232,16 +225,16 @@ class AzureProvider(Provider):
         )
         extra = {"infiniband": infiniband, "accelerated_networking": accelerated}
         return [
-            self._instance(
-                nodes.node_id(group, p.vm_name), group, {**shared, **p.tags}, c.vm,
-                c.public_ip, key_file, c.private_ip, extra,
+            instances.to_instance(
+                self.ctx.config, nodes.node_id(group, p.vm_name), group, {**shared, **p.tags},
+                c.vm, c.public_ip, key_file, c.private_ip, extra,
             )
             for p, c in zip(plans, made, strict=True)
         ]  # fmt: skip
 
     def _join(self, request: CreateRequest) -> Instance:
         """A lost node's replacement, added to the job's live group (nodes.join)."""
-        group = GROUP_PREFIX + request.group
+        group = instances.GROUP_PREFIX + request.group
         had_key = sshkeys.key_file(self.ctx.paths.keys_dir, f"azure-{group}").exists()
         key_file, public_key = self._key(request, group)
         plan = replace(
@@ -257,11 +250,14 @@ class AzureProvider(Provider):
             if not had_key:  # the group's key is the survivors' too; only a new one goes
                 sshkeys.remove_key_pair(self.ctx.paths.keys_dir, f"azure-{group}")
             raise
-        shared = {**_offer_tags(request), **nodes.group_tags(request.tags, request.num_nodes)}
+        shared = {
+            **instances.offer_tags(request),
+            **nodes.group_tags(request.tags, request.num_nodes),
+        }
         extra = {"infiniband": infiniband, "accelerated_networking": accelerated}
-        return self._instance(
-            nodes.node_id(group, plan.vm_name), group, {**shared, **plan.tags}, made.vm,
-            made.public_ip, key_file, made.private_ip, extra,
+        return instances.to_instance(
+            self.ctx.config, nodes.node_id(group, plan.vm_name), group,
+            {**shared, **plan.tags}, made.vm, made.public_ip, key_file, made.private_ip, extra,
         )  # fmt: skip
 
     def _key(self, request: CreateRequest, group: str) -> tuple[str | None, str]:
@@ -288,7 +284,7 @@ class AzureProvider(Provider):
             spot=offer.market == "spot",
             ssh_public_key=public_key,
             ssh_cidr=cidr,
-            tags={**request.tags, TAG_VM: request.name, **_offer_tags(request)},
+            tags={**request.tags, instances.TAG_VM: request.name, **instances.offer_tags(request)},
             zone=offer.zone,
             image=image,
             disk_gb=int(request.disk_gb),
@@ -324,129 +320,49 @@ class AzureProvider(Provider):
         except NotFoundError:
             return Instance(instance_id, self.name, InstanceState.TERMINATED)
         tags = dict(group.get("tags") or {})
-        vm_name = node or tags.get(TAG_VM) or group_name.removeprefix(GROUP_PREFIX)
+        vm_name = (
+            node or tags.get(instances.TAG_VM) or group_name.removeprefix(instances.GROUP_PREFIX)
+        )
         if node is None:
-            vm, address, private = self._read_single(group_name, vm_name)
+            vm, address, private = instances.read_single(arm, group_name, vm_name)
         else:
             vm, address, private = nodes.read_node(arm, group_name, vm_name)
             tags.update((vm or {}).get("tags") or {})
         key = sshkeys.key_file(self.ctx.paths.keys_dir, f"azure-{group_name}")
-        inst = self._instance(
-            instance_id, group_name, tags, vm, address, str(key) if key.exists() else None,
-            private,
+        inst = instances.to_instance(
+            self.ctx.config, instance_id, group_name, tags, vm, address,
+            str(key) if key.exists() else None, private,
         )  # fmt: skip
         if (group.get("properties") or {}).get("provisioningState") == "Deleting":
-            return _with_state(inst, InstanceState.STOPPING)
+            return replace(inst, state=InstanceState.STOPPING)
         return inst
-
-    def _read_single(self, group: str, vm_name: str) -> tuple[Any, str, str]:
-        from azure.core.exceptions import ResourceNotFoundError  # lazy: heavy SDK
-
-        arm = self._arm()
-        vm: Any = None
-        address = ""
-        with azure_errors(f"describe {group}"):
-            try:
-                vm = arm.compute.virtual_machines.get(group, vm_name, expand="instanceView")
-                ip = arm.network.public_ip_addresses.get(group, bodies.IP)
-                address = str((ip.get("properties") or {}).get("ipAddress") or "")
-            except ResourceNotFoundError:
-                pass
-        return vm, address, ""
 
     def preemption_notice(self, instance: Instance) -> float | None:
         """A Spot VM evicted with evictionPolicy Delete vanishes from its group (or is
         seen Deleting) before the lifecycle's describe() would notice; the 30-second
         Scheduled Events notice itself is only visible on the VM (:meth:`notice_watcher`).
         The lifecycle asks at most every ``notice_poll_s`` (default 10) seconds."""
-        from azure.core.exceptions import ResourceNotFoundError  # lazy: heavy SDK
-
         if instance.market != "spot":
             return None
         now = self.ctx.clock()
-        group, vm_name = self._vm_of(instance)
-        with azure_errors(f"preemption check {instance.id}"):
-            try:
-                vm = self._arm().compute.virtual_machines.get(group, vm_name)
-            except ResourceNotFoundError as exc:
-                # The VM gone from a group that is still there: evicted. The whole group
-                # gone: terminated by us (a teardown), which is no preemption.
-                return None if error_code(exc)[0] == "ResourceGroupNotFound" else now
-        state = (vm.get("properties") or {}).get("provisioningState")
-        return now if state == "Deleting" else None
+        return now if instances.evicted(self._arm(), instance) else None
 
     def notice_watcher(self, instance: Instance) -> NoticeWatcher | None:
         """templates/watchers/azure.sh on Spot VMs: Scheduled Events ``Preempt`` for this
         VM, acknowledged (StartRequests) only after the checkpoint flush."""
         if instance.market != "spot":
             return None
-        vm = self._vm_of(instance)[1]
+        vm = instances.vm_of(instance)[1]
         imds = notices.endpoint(self.ctx.config, "imds_endpoint", self.name)
         return notices.watcher(
             "azure", instance, imds, {"IMDS_ENDPOINT": imds, "CLOUDGPU_VM_NAME": vm}
         )
 
-    @staticmethod
-    def _vm_of(instance: Instance) -> tuple[str, str]:
-        """(resource group, VM name) of an instance, a node of a group or not."""
-        group, node = nodes.split_id(instance.id)
-        return group, node or instance.tags.get(TAG_VM) or group.removeprefix(GROUP_PREFIX)
-
-    def _instance(
-        self,
-        inst_id: str,
-        group: str,
-        tags: Mapping[str, str],
-        vm: Any,
-        address: str,
-        key_file: str | None,
-        private: str = "",
-        extra: Mapping[str, Any] | None = None,
-    ) -> Instance:
-        spot = tags.get(TAG_MARKET) == "spot"
-        state = deploy.vm_state(vm, spot)
-        props = (vm.get("properties") or {}) if vm is not None else {}
-        user = str(
-            (props.get("osProfile") or {}).get("adminUsername")
-            or self.ctx.config.get("admin_user", "azureuser")
-        )
-        port = self._ssh_port()
-        ssh = SSHTarget(host=address, port=port, user=user, key_file=key_file) if address else None
-        zones = (vm.get("zones") or []) if vm is not None else []
-        return Instance(
-            id=inst_id,
-            provider=self.name,
-            state=state,
-            instance_type=str((props.get("hardwareProfile") or {}).get("vmSize") or ""),
-            region=str(vm.get("location") or "") if vm is not None else "",
-            zone=str(zones[0]) if zones else "",
-            market="spot" if spot else "on_demand",
-            ssh=ssh,
-            tags=dict(tags),
-            price_per_hour=config.as_float(tags.get(TAG_PRICE)),
-            launched_at=deploy.created_at(vm) if vm is not None else None,
-            nvme_mount=str(self.ctx.config.get("nvme_mount") or "/nvme"),
-            private_address=private,
-            extra={"resource_group": group, **(extra or {})},
-        )
-
-    def _groups(self, tags: Mapping[str, str]) -> list[Mapping[str, Any]]:
-        """Resource groups that may hold what carries ``tags``: ARM filters by one tag,
-        never the one naming a single node (a multi-node group does not carry it; with
-        only that one, every group of ours is read)."""
-        items = [(k, v) for k, v in tags.items() if k != TAG_INSTANCE]
-        k, v = items[0] if items else (TAG_JOB, None)
-        flt = f"tagName eq '{config.odata_quote(k)}'" + (
-            f" and tagValue eq '{config.odata_quote(v)}'" if v is not None else ""
-        )
-        with azure_errors("list resource groups"):
-            return list(self._arm().resource.resource_groups.list(filter=flt))
-
     def list_instances(self, tags: Mapping[str, str]) -> list[Instance]:
         """Every VM carrying ``tags`` whose group is not being deleted, whatever state the
         VM is in: a one-VM group whose VM is gone still holds resources to remove."""
         out = []
-        for g in self._groups(tags):
+        for g in instances.groups(self._arm(), tags):
             gtags, name = g.get("tags") or {}, str(g["name"])
             if (g.get("properties") or {}).get("provisioningState") == "Deleting":
                 continue
@@ -478,7 +394,7 @@ class AzureProvider(Provider):
     def leftovers(self, tags: Mapping[str, str]) -> list[Leftover]:
         """Multi-node groups carrying ``tags`` that hold no VM any more (a create killed
         before its VMs, teardowns that raced): deleted whole by remove_leftover."""
-        return nodes.empty_groups(self._arm(), self._groups(tags), tags)
+        return nodes.empty_groups(self._arm(), instances.groups(self._arm(), tags), tags)
 
     def remove_leftover(self, item: Leftover) -> None:
         if item.kind != nodes.KIND:
@@ -488,13 +404,3 @@ class AzureProvider(Provider):
         if problem:
             raise TransientError(problem, provider="azure", hint="`cloudgpu down --orphans`")
         sshkeys.remove_key_pair(self.ctx.paths.keys_dir, f"azure-{item.id}")
-
-
-def _offer_tags(request: CreateRequest) -> dict[str, str]:
-    """What describe() reads back of the offer after a restart."""
-    offer = request.offer
-    return {TAG_MARKET: offer.market, TAG_PRICE: f"{offer.price_per_hour:.6g}"}
-
-
-def _with_state(inst: Instance, state: InstanceState) -> Instance:
-    return replace(inst, state=state)
