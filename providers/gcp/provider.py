@@ -29,14 +29,15 @@ from cloudgpu_providers.configkeys import FLAG, PORT, RETRY, TEXT, TEXTS, URL, s
 from cloudgpu_providers.extras import missing_sdk
 from cloudgpu_providers.gcp import instances as build
 from cloudgpu_providers.gcp import placement, pricing
-from cloudgpu_providers.gcp.clients import PROVIDER, Clients, operation_error
+from cloudgpu_providers.gcp.clients import PROVIDER, Clients
+from cloudgpu_providers.gcp.compute import Compute
 from cloudgpu_providers.gcp.credentials import SOURCES, find_project, find_source
 from cloudgpu_providers.gcp.groups import Groups
 from cloudgpu_providers.verify import verify_gone
 
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.catalog.offer import Offer, iso_utc
-from cloudgpu.errors import ConfigError, NotFoundError, ProviderError, TransientError
+from cloudgpu.errors import ConfigError, ProviderError, TransientError
 from cloudgpu.provider import (
     Availability,
     Capabilities,
@@ -52,7 +53,6 @@ from cloudgpu.sshkeys import key_pair
 
 DEFAULT_IP_LOOKUP = "https://checkip.amazonaws.com"
 SDK_MODULES = ("google.cloud.compute_v1", "google.cloud.billing_v1")  # the `gcp` extra
-OP_WAITS = 20  # zoneOperations.wait returns after at most ~2 min; 20 waits ~ 40 min
 
 
 class GCPProvider(Provider):
@@ -228,25 +228,25 @@ class GCPProvider(Provider):
             deadline_in_s=deadline_in,
             policy=policy,
         )
-        cidr = self._ssh_cidr(request)
-        made_firewall = self._ensure_firewall(name, cidr, network, request.tags, login.port)
+        cidr, api = self._ssh_cidr(request), self._api()
+        made_firewall = api.ensure_firewall(name, cidr, network, request.tags, login.port)
         try:
-            self._insert(zone, body, request.idempotency_token)
-            inst = self._get(zone, name)
+            api.insert(zone, body, request.idempotency_token)
+            inst = api.get(zone, name)
         except ProviderError:
-            self._cleanup(zone, name)
+            api.cleanup(zone, name)
             raise
         if inst is not None and build.instance_tags(inst) != dict(request.tags):
             # Same name, someone else's VM (409 on insert): never adopt or delete it.
             if made_firewall:
-                self._delete_firewall(f"{name}-ssh")
+                api.delete_firewall(f"{name}-ssh")
             raise ProviderError(
                 f"an instance named {name} already exists in {zone} and is not this job's",
                 provider=PROVIDER,
                 hint="choose another job name",
             )
         if inst is None:
-            self._cleanup(zone, name)
+            api.cleanup(zone, name)
             raise TransientError(
                 f"instance {name} vanished right after creation", provider=PROVIDER
             )
@@ -274,70 +274,11 @@ class GCPProvider(Provider):
         self._groups().remove_leftover(item)
 
     def _groups(self) -> Groups:
-        return Groups(self.clients, self.project, self._wait)
+        api = self._api()
+        return Groups(api.clients, api.project, api.wait)
 
-    def _insert(self, zone: str, body: Any, token: str) -> None:
-        client = self.clients.compute("InstancesClient")
-        req: dict[str, Any] = {"project": self.project, "zone": zone, "instance_resource": body}
-        if token:
-            req["request_id"] = build.request_id(token)
-        try:
-            op = self.clients.call(client.insert_unary, request=req)
-        except ProviderError as exc:
-            if "alreadyExists" not in str(exc) and "already exists" not in str(exc):
-                raise
-            return  # a retry of our own create: the instance is there
-        self._wait(op, zone)
-
-    def _ensure_firewall(
-        self, name: str, cidr: str, network: str, tags: Mapping[str, str], port: int
-    ) -> bool:
-        """Create the rule; False when it exists already (a retried create)."""
-        client = self.clients.compute("FirewallsClient")
-        body = build.firewall_body(f"{name}-ssh", name, cidr, network, tags, port)
-        try:
-            op = self.clients.call(
-                client.insert_unary, request={"project": self.project, "firewall_resource": body}
-            )
-        except ProviderError as exc:
-            if "already exists" in str(exc) or "alreadyExists" in str(exc):
-                return False
-            raise
-        self._wait(op, None)
-        return True
-
-    def _wait(self, op: Any, zone: str | None, region: str | None = None) -> None:
-        """Wait for a long-running operation (zone, region or global) and raise its error."""
-        from google.cloud import compute_v1
-
-        done = compute_v1.Operation.Status.DONE
-        if zone:
-            client = self.clients.compute("ZoneOperationsClient")
-            where: dict[str, Any] = {"project": self.project, "zone": zone}
-        elif region:
-            client = self.clients.compute("RegionOperationsClient")
-            where = {"project": self.project, "region": region}
-        else:
-            client = self.clients.compute("GlobalOperationsClient")
-            where = {"project": self.project}
-        for _ in range(OP_WAITS):
-            if op.status == done:
-                break
-            op = self.clients.call(client.wait, request={**where, "operation": op.name})
-        else:
-            raise TransientError(f"operation {op.name} did not finish", provider=PROVIDER)
-        error = operation_error(op)
-        if error is not None:
-            raise error
-
-    def _get(self, zone: str, name: str) -> Any | None:
-        client = self.clients.compute("InstancesClient")
-        try:
-            return self.clients.call(
-                client.get, request={"project": self.project, "zone": zone, "instance": name}
-            )
-        except NotFoundError:
-            return None
+    def _api(self) -> Compute:
+        return Compute(self.clients, self.project)
 
     def _public_key(self, request: CreateRequest, name: str) -> tuple[Any, str]:
         if request.ssh_public_key.strip():
@@ -388,29 +329,14 @@ class GCPProvider(Provider):
         zone, _, name = instance_id.partition("/")
         if not name:
             return Instance(id=instance_id, provider=PROVIDER, state=InstanceState.TERMINATED)
-        inst = self._get(zone, name)
+        api = self._api()
+        inst = api.get(zone, name)
         if inst is None:
             state = (
-                InstanceState.PREEMPTED if self._preempted(zone, name) else InstanceState.TERMINATED
+                InstanceState.PREEMPTED if api.preempted(zone, name) else InstanceState.TERMINATED
             )
             return Instance(id=instance_id, provider=PROVIDER, state=state, zone=zone)
         return build.to_instance(inst, zone, self._login(), self._key_file(name))
-
-    def _preempted(self, zone: str, name: str) -> bool:
-        """A Spot VM deleted by GCP leaves a compute.instances.preempted operation."""
-        client = self.clients.compute("ZoneOperationsClient")
-        request = {
-            "project": self.project,
-            "zone": zone,
-            "filter": 'operationType = "compute.instances.preempted"',
-        }
-        try:
-            for page in self.clients.pages(client.list, request):
-                if any(op.target_link.endswith(f"/instances/{name}") for op in page.items):
-                    return True
-        except ProviderError:
-            return False  # an unknown cause is reported as a plain termination
-        return False
 
     def preemption_notice(self, instance: Instance) -> float | None:
         """GCP gives a Spot VM ~30 s: it goes STOPPING, then (action DELETE) disappears.
@@ -423,10 +349,11 @@ class GCPProvider(Provider):
             return None
         now = self.ctx.clock()
         zone, _, name = instance.id.partition("/")
-        inst = self._get(zone, name)
+        api = self._api()
+        inst = api.get(zone, name)
         if inst is not None and inst.status not in ("STOPPING", "TERMINATED"):
             return None
-        return now if self._preempted(zone, name) else None
+        return now if api.preempted(zone, name) else None
 
     def notice_watcher(self, instance: Instance) -> NoticeWatcher | None:
         """templates/watchers/gcp.sh on every VM: Spot preemption, and the host
@@ -454,44 +381,14 @@ class GCPProvider(Provider):
         zone, _, name = instance_id.partition("/")
         if not name:
             return
-        self._cleanup(zone, name)
+        api = self._api()
+        api.cleanup(zone, name)
         verify_gone(
             self.ctx,
-            lambda: self._get(zone, name) is None and not self._firewall_exists(f"{name}-ssh"),
+            lambda: api.get(zone, name) is None and not api.firewall_exists(f"{name}-ssh"),
             still=f"{instance_id} or its firewall rule still exists after delete",
             provider=PROVIDER,
         )
-
-    def _cleanup(self, zone: str, name: str) -> None:
-        """Delete the VM and its firewall rule; each may already be gone."""
-        instances = self.clients.compute("InstancesClient")
-        try:
-            op = self.clients.call(
-                instances.delete_unary,
-                request={"project": self.project, "zone": zone, "instance": name},
-            )
-            self._wait(op, zone)
-        except NotFoundError:
-            pass
-        self._delete_firewall(f"{name}-ssh")
-
-    def _delete_firewall(self, name: str) -> None:
-        firewalls = self.clients.compute("FirewallsClient")
-        try:
-            op = self.clients.call(
-                firewalls.delete_unary, request={"project": self.project, "firewall": name}
-            )
-            self._wait(op, None)
-        except NotFoundError:
-            pass
-
-    def _firewall_exists(self, name: str) -> bool:
-        client = self.clients.compute("FirewallsClient")
-        try:
-            self.clients.call(client.get, request={"project": self.project, "firewall": name})
-        except NotFoundError:
-            return False
-        return True
 
 
 def _region(zone: str) -> str:
