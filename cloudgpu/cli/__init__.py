@@ -36,7 +36,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "check": ("cloudgpu.cli.check", "check", "Which providers are enabled, and why."),
     "schema": ("cloudgpu.cli.jobspec", "schema", "Print the JSON Schema of job.yaml."),
     "plan": ("cloudgpu.cli.plan", "plan", "Rank the machines that fit a job."),
-    "estimate": ("cloudgpu.cli.plan", "estimate", "Size and cost a workload without a job file."),
+    "estimate": (
+        "cloudgpu.cli.estimate",
+        "estimate",
+        "Size and cost a workload without a job file.",
+    ),
     "launch": ("cloudgpu.cli.launch", "launch", "Plan, provision, run a job and tear down."),
     "status": ("cloudgpu.cli.jobs", "status", "Jobs and their instances."),
     "logs": ("cloudgpu.cli.jobs", "logs", "Show or follow a job's log."),
