@@ -25,9 +25,9 @@ from cloudgpu_providers.aws.settings import (
     DEFAULT_IMAGE_NAME_ARM,
     AwsSettings,
 )
-from cloudgpu_providers.callerip import lookup_cidr
+from cloudgpu_providers.callerip import caller_cidr
 
-from cloudgpu.errors import ConfigError, NotFoundError, ProviderError
+from cloudgpu.errors import NotFoundError, ProviderError
 from cloudgpu.provider import CreateRequest
 
 NAME_PREFIX = "cloudgpu-"
@@ -72,14 +72,7 @@ def ssh_cidr(settings: AwsSettings, timeout: float = 5.0) -> str:
     """Who may reach port 22: the configured CIDR, else the caller's public address."""
     if settings.ssh_cidr:
         return settings.ssh_cidr
-    try:
-        return lookup_cidr(settings.public_ip_url, timeout)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(
-            f"providers.aws: could not learn this machine's public address from "
-            f"{settings.public_ip_url}",
-            hint='set providers.aws.ssh_cidr, e.g. "203.0.113.7/32"',
-        ) from exc
+    return caller_cidr(PROVIDER, settings.public_ip_url, timeout)
 
 
 def zone_name(call: Caller, ec2: Any, zone: str) -> str:

@@ -8,22 +8,10 @@ from typing import Any
 
 from cloudgpu_providers.azure import retail, sizes
 from cloudgpu_providers.azure.arm import ArmSettings
-from cloudgpu_providers.callerip import lookup_cidr, normalized_cidr
+from cloudgpu_providers.callerip import caller_cidr, normalized_cidr
 
 from cloudgpu.catalog.gpus import load_registry
 from cloudgpu.errors import CatalogError, ConfigError
-
-
-def caller_cidr(url: str, timeout_s: float = 10.0) -> str:
-    """This machine's public IPv4/IPv6 address as a single-host CIDR, asked of ``url``."""
-    try:
-        return lookup_cidr(url, timeout_s)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(
-            f"providers.azure.ssh_cidr: not set, and this machine's public address could "
-            f"not be learned from {url}",
-            hint='set ssh_cidr in [providers.azure], e.g. ssh_cidr = "203.0.113.7/32"',
-        ) from exc
 
 
 def ssh_cidr(cfg: Mapping[str, Any], default_lookup: str) -> str:
@@ -37,7 +25,7 @@ def ssh_cidr(cfg: Mapping[str, Any], default_lookup: str) -> str:
             raise ConfigError(
                 f"providers.azure.ssh_cidr: '{raw}' is not a CIDR", hint="e.g. 203.0.113.7/32"
             ) from exc
-    return caller_cidr(str(cfg.get("ip_lookup_url") or default_lookup))
+    return caller_cidr("azure", str(cfg.get("ip_lookup_url") or default_lookup), 10.0)
 
 
 def ssh_port(cfg: Mapping[str, Any]) -> int:

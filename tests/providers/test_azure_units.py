@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 from cloudgpu_providers.azure.arm import classify
 from cloudgpu_providers.azure.bodies import image_reference, schedule_time
-from cloudgpu_providers.azure.config import caller_cidr
 from cloudgpu_providers.azure.deploy import vm_state
+from cloudgpu_providers.callerip import caller_cidr
 
 from cloudgpu.errors import (
     AuthError,
@@ -123,6 +123,6 @@ def test_caller_cidr_from_the_lookup_url(answer: bytes, cidr: str | None) -> Non
         url = f"http://127.0.0.1:{server.server_address[1]}/"
         if cidr is None:
             with pytest.raises(ConfigError, match="ssh_cidr"):
-                caller_cidr(url)
+                caller_cidr("azure", url, 10.0)
         else:
-            assert caller_cidr(url) == cidr
+            assert caller_cidr("azure", url, 10.0) == cidr
