@@ -8,7 +8,6 @@ leftover found by tag; another owner's groups are never touched."""
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -37,21 +36,9 @@ __all__ = ["arm"]  # the fixture, imported for pytest
 
 
 def group_requests(offer: Offer, n: int, owner: str = "contract-test") -> list[CreateRequest]:
-    """The contract suite's request for each rank, as the lifecycle fills in a group."""
-    base = ProviderContract().request(offer, job=f"mn-{uuid.uuid4().hex[:8]}")
-    group = f"cg-{uuid.uuid4().hex[:10]}"
-    return [
-        replace(
-            base,
-            name=f"{base.name}-{r}",
-            tags={**base.tags, TAG_OWNER: owner, TAG_INSTANCE: f"i-{r}"},
-            batch=None,
-            group=group,
-            node_rank=r,
-            num_nodes=n,
-        )
-        for r in range(n)
-    ]
+    """The contract suite's requests for each rank, of ``owner``."""
+    reqs = ProviderContract().group_requests(offer, n)
+    return [replace(r, tags={**r.tags, TAG_OWNER: owner}) for r in reqs]
 
 
 def bodies_of(fake: FakeArm, kind: str) -> list[tuple[str, Any]]:

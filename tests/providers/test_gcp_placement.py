@@ -6,8 +6,6 @@ crash left them; a node that cannot be had rolls back the others and the group."
 from __future__ import annotations
 
 import json
-import uuid
-from dataclasses import replace
 
 import pytest
 from cloudgpu_providers.gcp import GCPProvider
@@ -24,25 +22,6 @@ __all__ = ["fake", "offers", "provider"]  # the fixtures, imported for pytest
 ZONE = "us-central1-a"
 
 
-def group_requests(offer: Offer, n: int) -> list[CreateRequest]:
-    """The contract suite's request for each rank, as the lifecycle fills in a group."""
-    base = ProviderContract().request(offer, job=f"mn-{uuid.uuid4().hex[:8]}")
-    group = f"cg-{uuid.uuid4().hex[:10]}"
-    return [
-        replace(
-            base,
-            name=f"{base.name}-{r}",
-            tags={**base.tags, TAG_INSTANCE: f"i-{r}"},
-            idempotency_token=uuid.uuid4().hex,
-            batch=None,
-            group=group,
-            node_rank=r,
-            num_nodes=n,
-        )
-        for r in range(n)
-    ]
-
-
 def job_tags(req: CreateRequest) -> dict[str, str]:
     return {k: v for k, v in req.tags.items() if k != TAG_INSTANCE}
 
@@ -51,7 +30,7 @@ def test_nodes_share_a_compact_policy_and_a_firewall_then_both_go(
     provider: GCPProvider, fake: FakeGCP, offers: list[Offer]
 ) -> None:
     a2 = by_key(offers)[("a2-highgpu-1g", ZONE, "on_demand")]
-    reqs = group_requests(a2, 2)
+    reqs = ProviderContract().group_requests(a2, 2)
     group, job = reqs[0].group, reqs[0].tags[TAG_JOB]
     nodes = provider.create_nodes(reqs)
     policy = fake.policies[("us-central1", group)]
@@ -97,7 +76,7 @@ def test_a_node_refused_rolls_back_the_others_and_the_group(
     a2 = by_key(offers)[("a2-highgpu-1g", ZONE, "on_demand")]
     fake.zone_capacity[ZONE] = 2  # the third node does not fit
     with pytest.raises(CapacityError, match="ZONE_RESOURCE_POOL_EXHAUSTED"):
-        provider.create_nodes(group_requests(a2, 3))
+        provider.create_nodes(ProviderContract().group_requests(a2, 3))
     assert fake.instances == {} and fake.firewalls == {} and fake.policies == {}
     inserted = [p for m, p in fake.requests if m == "POST" and p.endswith("/instances")]
     assert len(inserted) == 3
@@ -107,7 +86,7 @@ def test_series_without_compact_placement_share_the_zone_only(
     provider: GCPProvider, fake: FakeGCP, offers: list[Offer]
 ) -> None:
     t4 = by_key(offers)[("n1-standard-8+2xnvidia-tesla-t4", ZONE, "on_demand")]
-    reqs = group_requests(t4, 2)
+    reqs = ProviderContract().group_requests(t4, 2)
     nodes = provider.create_nodes(reqs)
     assert fake.policies == {}
     for n in nodes:
@@ -124,7 +103,7 @@ def test_foreign_rules_and_policies_are_never_leftovers(
     provider: GCPProvider, fake: FakeGCP, offers: list[Offer]
 ) -> None:
     a2 = by_key(offers)[("a2-highgpu-1g", ZONE, "on_demand")]
-    reqs = group_requests(a2, 2)
+    reqs = ProviderContract().group_requests(a2, 2)
     job = reqs[0].tags[TAG_JOB]
     same_tags = json.dumps(job_tags(reqs[0]))
     fake.answer(
