@@ -17,10 +17,10 @@ import threading
 from pathlib import Path
 
 from cloudgpu.remote import follow
+from cloudgpu.remote.groupkill import KILL_GRACE_S, kill_group
 from cloudgpu.remote.machine import EXIT_STOPPED, Machine, OutputFn
 
 FOLLOW_SOURCE = Path(follow.__file__).read_text(encoding="utf-8")
-KILL_GRACE_S = 5
 
 # Run by `sh -c "$CLOUDGPU_RUNNER" cloudgpu-run RUN_DIR`, itself detached: the command
 # ($CLOUDGPU_RUN_CMD) gets a session of its own, so its group can be killed while this
@@ -57,9 +57,7 @@ def stop_run(machine: Machine, run_dir: str) -> None:
     """TERM the run's process group, KILL what is left after a grace period."""
     d = shlex.quote(run_dir)
     machine.run(
-        f"g=$(cat {d}/pgid 2>/dev/null) || exit 0; kill -TERM -- -$g 2>/dev/null; i=0; "
-        f"while kill -0 -- -$g 2>/dev/null && [ $i -lt {KILL_GRACE_S * 10} ]; do "
-        f"sleep 0.1; i=$((i+1)); done; kill -KILL -- -$g 2>/dev/null; true",
+        f"g=$(cat {d}/pgid 2>/dev/null) || exit 0; {kill_group('$g')}",
         timeout=KILL_GRACE_S + 30,
     )
 

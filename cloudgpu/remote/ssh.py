@@ -21,6 +21,7 @@ import paramiko
 
 from cloudgpu.errors import ConfigError, RemoteError
 from cloudgpu.remote import transfer
+from cloudgpu.remote.groupkill import KILL_GRACE_S, kill_group
 from cloudgpu.remote.machine import (
     EXIT_STOPPED,
     EXIT_TIMEOUT,
@@ -36,7 +37,6 @@ from cloudgpu.remote.transport import WINDOW, Endpoint, close_transport
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MARK = b"CGPU-PGID "
-KILL_GRACE_S = 5.0
 
 
 def compose(
@@ -61,15 +61,6 @@ def compose(
     if launcher:
         return f"{mark}\nexec {launched(launcher, body)}"
     return f"{mark}\n{body}"
-
-
-def kill_script(pgid: int) -> str:
-    """Shell text ending process group ``pgid``: TERM, then KILL after the grace period."""
-    return (
-        f"kill -TERM -- -{pgid} 2>/dev/null; i=0; "
-        f"while kill -0 -- -{pgid} 2>/dev/null && [ $i -lt {int(KILL_GRACE_S * 10)} ]; "
-        f"do sleep 0.1; i=$((i+1)); done; kill -KILL -- -{pgid} 2>/dev/null; true"
-    )
 
 
 def launched(launcher: Sequence[str], command: str) -> str:
@@ -193,7 +184,7 @@ class SSHMachine:
     def _kill(self, pgid: int | None) -> None:
         if pgid is None:
             return
-        chan = self._channel(kill_script(pgid))
+        chan = self._channel(kill_group(str(pgid)))
         chan.recv_exit_status()
         chan.close()
 

@@ -21,8 +21,9 @@ from typing import Any, Protocol
 
 from cloudgpu.errors import RemoteError
 from cloudgpu.remote import tarstream
+from cloudgpu.remote.groupkill import kill_group
 from cloudgpu.remote.machine import NVME_ENV, ExcludeFn, OutputFn, ProgressFn, TransferStats
-from cloudgpu.remote.ssh import Demux, Ending, compose, kill_script
+from cloudgpu.remote.ssh import Demux, Ending, compose
 
 STDOUT, STDERR, ERROR = 1, 2, 3
 
@@ -150,7 +151,7 @@ class PodMachine:
         return exit_status(status)
 
     def _kill(self, pgid: int) -> None:
-        s = ExecStream(self.open_exec(["sh", "-c", kill_script(pgid)], False))
+        s = ExecStream(self.open_exec(["sh", "-c", kill_group(str(pgid))], False))
         s.finish()
 
     def put_dir(

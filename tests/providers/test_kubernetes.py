@@ -141,7 +141,9 @@ def test_pod_exec_transfers_and_stop(paths: Paths, api: FakeKubeAPI, tmp_path: P
         threading.Timer(1.0, stop.set).start()
         t0 = time.monotonic()
         assert m.run("sleep 60 & wait", stop=stop, timeout=90) == 143
-        assert time.monotonic() - t0 < 20
+        # Killed by the group kill under the pod's sh (dash), not given up on after the
+        # grace (that path returns 143 too, but only after KILL_GRACE_S + 10 s).
+        assert time.monotonic() - t0 < 10
     finally:
         p.terminate(inst.id)
     wait_for(lambda: p.describe(inst.id).state.is_gone, 20, "pod deleted")
