@@ -21,6 +21,7 @@ from cloudgpu.remote.syncwire import (
     FILE,
     LINK,
     MAGIC,
+    MAX_PATH,
     PARTIAL,
     PRE,
     Reader,
@@ -265,9 +266,6 @@ def _unpack_one(dest: Dest, r: Reader) -> int:
         dest.pending.append((parts, tmp, name))
         return -1
     raise corrupt(f"bad entry tag {tag!r}")
-
-
-MAX_PATH = 4096
 
 
 def _bounded(n: int) -> int:

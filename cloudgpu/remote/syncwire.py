@@ -28,6 +28,8 @@ DIR = struct.Struct("!II")  # path length, mode
 LENGTH = struct.Struct("!Q")
 CHUNK = 1 << 20
 MAX_MANIFEST = 1 << 30  # ~10 million paths
+MAX_PATH = 4096  # PATH_MAX: no scan walks a longer one, no entry may name one
+MAX_RECORD = MAX_PATH + 48  # kind, size and mtime in decimal, two spaces, the path
 EXIT_INTEGRITY, EXIT_IO, EXIT_MISSING = 3, 4, 5
 
 # path -> (kind b"f"/b"l"/b"d", size, mtime_ns, mode); the root itself is b"".
@@ -94,20 +96,39 @@ def encode_manifest(m: Manifest) -> bytes:
     return zlib.compress(b"\0".join(parts), 1)
 
 
-def decode_manifest(data: bytes) -> dict[bytes, tuple[bytes, int, int]]:
-    """path -> (kind, size, mtime in whole seconds); bounded, whatever the peer sent."""
+def decode_manifest(data: bytes, limit: int = MAX_MANIFEST) -> dict[bytes, tuple[bytes, int, int]]:
+    """path -> (kind, size, mtime in whole seconds); bounded, whatever the peer sent.
+
+    Inflated a chunk at a time and read record by record, so what is held is what the
+    records name: a record longer than any path a scan could have walked is refused at
+    once, and a stream inflating past ``limit`` bytes is refused when it gets there."""
     out: dict[bytes, tuple[bytes, int, int]] = {}
+    z = zlib.decompressobj()
+    pending, rest, total = data, b"", 0
     try:
-        z = zlib.decompressobj()
-        raw = z.decompress(data, MAX_MANIFEST) if data else b""
-        if z.unconsumed_tail:
-            raise corrupt(f"a manifest over {MAX_MANIFEST} bytes")
-        for rec in raw.split(b"\0") if raw else ():
-            size, mtime, path = rec[1:].split(b" ", 2)
-            out[path] = (rec[:1], int(size), int(mtime))
+        while True:
+            chunk = z.decompress(pending, CHUNK)
+            pending = z.unconsumed_tail
+            if not chunk and not pending:
+                break
+            total += len(chunk)
+            if total > limit:
+                raise corrupt(f"a manifest over {limit} bytes")
+            *records, rest = (rest + chunk).split(b"\0")
+            for rec in records:
+                _record(out, rec)
+            if len(rest) > MAX_RECORD:
+                raise corrupt(f"a manifest record over {MAX_RECORD} bytes")
+        if total:
+            _record(out, rest)
     except (zlib.error, ValueError) as exc:
         raise corrupt(f"unreadable manifest ({exc})") from exc
     return out
+
+
+def _record(out: dict[bytes, tuple[bytes, int, int]], rec: bytes) -> None:
+    size, mtime, path = rec[1:].split(b" ", 2)
+    out[path] = (rec[:1], int(size), int(mtime))
 
 
 def read_manifest(r: Reader) -> dict[bytes, tuple[bytes, int, int]]:

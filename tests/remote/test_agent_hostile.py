@@ -13,6 +13,7 @@ import hashlib
 import os
 import stat
 import subprocess
+import tracemalloc
 import zlib
 from pathlib import Path
 
@@ -222,8 +223,23 @@ def test_huge_lengths_are_refused_without_allocating(tmp_path: Path) -> None:
     head = z.compress(b"f1 1 ") + z.flush(zlib.Z_FULL_FLUSH)
     block = z.compress(b"a" * (1 << 20)) + z.flush(zlib.Z_FULL_FLUSH)
     bomb = head + block * (syncwire.MAX_MANIFEST // (1 << 20) + 1)
-    with pytest.raises(syncwire.SyncError, match="manifest over"):
-        syncwire.decode_manifest(bomb)
+    tracemalloc.start()
+    try:
+        with pytest.raises(syncwire.SyncError, match="manifest record over"):
+            syncwire.decode_manifest(bomb)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # Refused at the first record longer than a path can be: a few inflated chunks held,
+    # never the gigabyte.
+    assert peak < 16 << 20, peak
+    # Well-formed records past the limit are refused too, at the limit.
+    many = zlib.compress(b"\0".join(b"f1 1 p%d" % i for i in range(200_000)))
+    with pytest.raises(syncwire.SyncError, match="manifest over 65536 bytes"):
+        syncwire.decode_manifest(many, limit=1 << 16)
+    # Under it, records cut across inflated chunks all come back.
+    back = syncwire.decode_manifest(many)
+    assert len(back) == 200_000 and back[b"p199999"] == (b"f", 1, 1)
     with pytest.raises(syncwire.SyncError, match="unreadable manifest"):
         syncwire.decode_manifest(b"not zlib")
 
