@@ -248,6 +248,25 @@ def test_a_lost_save_answer_does_not_push_twice(
     assert provider.describe(inst.id).state == InstanceState.TERMINATED
 
 
+def _kill_kernel(pid: int) -> None:
+    """SIGKILL process group ``pid`` and the groups of its children (stopped first, so
+    no child is started between the look and the kill)."""
+    os.killpg(pid, signal.SIGSTOP)
+    groups = {pid}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:  # ppid; fields[2] is the child's process group
+            groups.add(int(fields[2]))
+    for group in groups:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def test_hostile_output_names_write_nothing_outside(
     provider: KaggleProvider, offer: Offer, fake: FakeKaggle, tmp_path: Path
 ) -> None:
@@ -257,9 +276,10 @@ def test_hostile_output_names_write_nothing_outside(
         provider.describe(inst.id)
         provider.describe(inst.id)  # queued, then started
         assert k.proc is not None
-        # The whole session ends (the kernel's own children too, which hold its output
-        # pipe open: killing the runner alone leaves the fake waiting for their EOF).
-        os.killpg(k.proc.pid, signal.SIGKILL)
+        # The whole session ends: the kernel's group and the job's own session (the
+        # runner starts the job's `sleep 60` with setsid), which holds the kernel's output
+        # pipe open; killing the kernel's group alone left the fake waiting ~60 s for EOF.
+        _kill_kernel(k.proc.pid)
         k.proc.wait()
         wait_for(lambda: k.status in ("COMPLETE", "ERROR"), what="the kernel to end")
         evil = k.root / "working" / OUTPUTS / "nvme" / "out"
